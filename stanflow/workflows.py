@@ -1,0 +1,261 @@
+"""Registry of workflows (one script per experiment) and helpers they share.
+
+A workflow is a script ``workflows/<name>.py`` in the repository (workflow
+``eight-schools`` is ``workflows/eight_schools.py``) defining::
+
+    DESCRIPTION: str                          # one line, shown by `stanflow list`
+    def run(out: Path, quick: bool) -> dict:  # writes figures and <name>.nc into out
+
+and ending in ``if __name__ == "__main__": sys.exit(main(run, DESCRIPTION))`` so
+that ``python workflows/<name>.py --out DIR [--quick]`` works. The summary dict
+``run`` returns is written to ``out/summary.json`` by the runner, so every
+workflow has one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+WORKFLOWS_DIR = REPO_DIR / "workflows"
+"""Where workflow scripts live."""
+DATA_DIR = REPO_DIR / "data"
+"""Small data sets carried in the repository (see ``data/README.md``)."""
+
+RunFunction = Callable[[Path, bool], Mapping[str, Any]]
+
+
+def list_workflows() -> list[tuple[str, str]]:
+    """List the available workflows.
+
+    Returns
+    -------
+    list of (str, str)
+        ``(name, description)`` pairs sorted by name, e.g.
+        ``("eight-schools", "Eight schools ...")``. Scripts are read, not run.
+
+    Raises
+    ------
+    ValueError
+        If a script has no string ``DESCRIPTION``.
+    """
+    return [(name, _description(path)) for name, path in sorted(_scripts().items())]
+
+
+def run_workflow(name: str, out: Path, quick: bool = False) -> dict[str, Any]:
+    """Run a workflow, writing its outputs and ``summary.json`` into ``out``.
+
+    Parameters
+    ----------
+    name : str
+        A name from :func:`list_workflows`, e.g. ``"eight-schools"``.
+    out : pathlib.Path
+        Output folder, created if missing.
+    quick : bool, default False
+        Ask the workflow for a short run (fewer iterations), e.g. for CI.
+
+    Returns
+    -------
+    dict
+        The summary, as written to ``out/summary.json``.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a workflow; the message lists the valid names.
+    """
+    scripts = _scripts()
+    if name not in scripts:
+        raise ValueError(
+            f"name: unknown workflow {name!r}; "
+            f"valid workflows: {', '.join(sorted(scripts))}"
+        )
+    return execute(_load(name, scripts[name]).run, Path(out), quick)
+
+
+def execute(run: RunFunction, out: Path, quick: bool) -> dict[str, Any]:
+    """Create ``out``, call ``run(out, quick)`` and write its summary.
+
+    Parameters
+    ----------
+    run : callable
+        A workflow's ``run`` function.
+    out : pathlib.Path
+        Output folder, created if missing.
+    quick : bool
+        Passed to ``run``.
+
+    Returns
+    -------
+    dict
+        The summary as written to ``out/summary.json``.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = run(out, bool(quick))
+    if not isinstance(summary, Mapping):
+        raise TypeError(f"run must return a dict summary, got {type(summary).__name__}")
+    write_summary(out, summary)
+    return json.loads((out / "summary.json").read_text())
+
+
+def main(run: RunFunction, description: str, argv: list[str] | None = None) -> int:
+    """Command line of a workflow script: ``--out DIR [--quick]``.
+
+    Parameters
+    ----------
+    run : callable
+        The script's ``run`` function.
+    description : str
+        The script's ``DESCRIPTION``, shown by ``--help``.
+    argv : list of str, optional
+        Arguments; ``sys.argv[1:]`` by default.
+
+    Returns
+    -------
+    int
+        Exit status 0; the summary is printed as JSON.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--quick", action="store_true", help="short run, e.g. for CI")
+    args = parser.parse_args(argv)
+    print(json.dumps(execute(run, args.out, args.quick), indent=2))
+    return 0
+
+
+def write_summary(out: Path, summary: Mapping[str, Any]) -> Path:
+    """Write ``summary`` to ``out/summary.json`` atomically.
+
+    NumPy scalars and arrays become numbers and lists; NaN and infinities
+    become ``null``; paths become strings.
+
+    Parameters
+    ----------
+    out : pathlib.Path
+        An existing folder.
+    summary : mapping of str to JSON-like values
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+
+    Raises
+    ------
+    TypeError
+        If a value cannot be written as JSON; the message names its key.
+    """
+    text = json.dumps(_jsonable(summary, "summary"), indent=2, allow_nan=False) + "\n"
+    return _write_atomic(
+        Path(out) / "summary.json", lambda tmp: Path(tmp).write_text(text)
+    )
+
+
+def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
+    """Save a matplotlib figure as PNG atomically and close it.
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+    path : pathlib.Path
+        Target file, ``*.png``.
+    dpi : int, default 120
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+    """
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        if path.suffix != ".png":
+            raise ValueError(f"path must end in .png, got {path}")
+        return _write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+    finally:
+        plt.close(fig)
+
+
+def _write_atomic(path: Path, write: Callable[[str], Any]) -> Path:
+    """Call ``write`` on a temporary file beside ``path``, then rename it to it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return path
+
+
+def _jsonable(value: Any, where: str) -> Any:
+    """A JSON-ready copy of ``value``; ``where`` names it in errors."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return _jsonable(value.tolist(), where)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(
+        f"{where} is a {type(value).__name__}, which cannot be written as JSON"
+    )
+
+
+def _scripts() -> dict[str, Path]:
+    """Workflow names -> script paths; files starting with ``_`` are skipped."""
+    return {
+        path.stem.replace("_", "-"): path
+        for path in WORKFLOWS_DIR.glob("*.py")
+        if not path.name.startswith("_")
+    }
+
+
+def _description(path: Path) -> str:
+    """The top-level string ``DESCRIPTION`` of a script, read without running it."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [getattr(node, "target", None)]
+        )
+        value = getattr(node, "value", None)
+        named = any(isinstance(t, ast.Name) and t.id == "DESCRIPTION" for t in targets)
+        if named and isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return value.value
+    raise ValueError(
+        f"{path}: a workflow must define DESCRIPTION = '<one line>' at top level"
+    )
+
+
+def _load(name: str, path: Path) -> ModuleType:
+    """Import a workflow script as module ``stanflow_workflow_<name>``."""
+    module_name = f"stanflow_workflow_{name.replace('-', '_')}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    if not callable(getattr(module, "run", None)):
+        raise ValueError(
+            f"{path}: a workflow must define run(out: Path, quick: bool) -> dict"
+        )
+    return module
