@@ -420,3 +420,44 @@ def test_eight_schools_matches_a_long_reference_run(cmdstan: Path) -> None:
         row = summary.loc[name]
         z = (row["mean"] - ref["mean"]) / math.hypot(row["mcse_mean"], ref["mcse_mean"])
         assert abs(z) < 4, (name, row["mean"], ref["mean"])
+
+
+def test_batch_mode_runs_jobs_like_separate_processes(
+    bernoulli: cmdstanpy.CmdStanModel, tmp_path: Path
+) -> None:
+    data = _write_json(tmp_path, BERNOULLI_DATA)
+    bad = _write_json(tmp_path, {"N": 2}, name="bad.json")
+    jobs = [
+        ["random", f"seed={seed}", "data", f"file={data}", "output",
+         f"file={tmp_path / f'batch{seed}.csv'}", "method=sample", "num_samples=200"]
+        for seed in (1, 2)
+    ]
+    jobs.append(["data", f"file={bad}", "output", f"file={tmp_path / 'bad.csv'}"])
+    jobs.append(["bogus=1"])
+    lines = [
+        json.dumps({"args": args, "console": str(tmp_path / f"job{i}.log")})
+        for i, args in enumerate(jobs)
+    ]
+    (tmp_path / "jobs.jsonl").write_text("\n".join(lines) + "\n")
+    result = run_exe(bernoulli, "batch", str(tmp_path / "jobs.jsonl"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        "stanflow-batch: 0 0", "stanflow-batch: 1 0",
+        "stanflow-batch: 2 1", "stanflow-batch: 3 1",
+    ]
+    assert "dims declared=(2)" in (tmp_path / "job2.log").read_text()
+    assert "bogus=1 is either mistyped" in (tmp_path / "job3.log").read_text()
+    assert not (tmp_path / "bad.csv").exists()
+    for seed in (1, 2):
+        alone = run_exe(
+            bernoulli, "random", f"seed={seed}", "data", f"file={data}", "output",
+            f"file={tmp_path / f'alone{seed}.csv'}", "method=sample",
+            "num_samples=200", cwd=tmp_path,
+        )
+        assert alone.returncode == 0
+        body = [
+            [line for line in (tmp_path / name).read_text().splitlines()
+             if not line.startswith("#")]
+            for name in (f"batch{seed}.csv", f"alone{seed}.csv")
+        ]
+        assert body[0] == body[1] and len(body[0]) == 201

@@ -9,6 +9,8 @@
 #include <stan/services/error_codes.hpp>
 #include <stan/version.hpp>
 
+#include <rapidjson/document.h>
+
 #include <chrono>
 #include <iostream>
 
@@ -26,37 +28,39 @@ constexpr bool threaded = true;
 constexpr bool threaded = false;
 #endif
 
-void print_info() {
-  std::cout << "stan_version_major = " << stan::MAJOR_VERSION << "\n"
-            << "stan_version_minor = " << stan::MINOR_VERSION << "\n"
-            << "stan_version_patch = " << stan::PATCH_VERSION << "\n"
-            << "STAN_THREADS=" << (threaded ? "true" : "false") << "\n"
-            << "STAN_MPI=false\n"
-            << "STAN_OPENCL=false\n"
-            << "STAN_NO_RANGE_CHECKS=false\n"
-            << "STAN_CPP_OPTIMS=false\n";
+void print_info(std::ostream& out) {
+  out << "stan_version_major = " << stan::MAJOR_VERSION << "\n"
+      << "stan_version_minor = " << stan::MINOR_VERSION << "\n"
+      << "stan_version_patch = " << stan::PATCH_VERSION << "\n"
+      << "STAN_THREADS=" << (threaded ? "true" : "false") << "\n"
+      << "STAN_MPI=false\n"
+      << "STAN_OPENCL=false\n"
+      << "STAN_NO_RANGE_CHECKS=false\n"
+      << "STAN_CPP_OPTIMS=false\n";
 }
 
-void print_help(const std::string& program, const config& cfg, bool all) {
-  std::cout << "Usage: " << program
-            << " <arg1> <subarg1_1> ... <subarg1_m> ... <arg_n> <subarg_n_1> "
-               "... <subarg_n_m>\n\n";
+void print_help(std::ostream& out, const std::string& program,
+                const config& cfg, bool all) {
+  out << "Usage: " << program
+      << " <arg1> <subarg1_1> ... <subarg1_m> ... <arg_n> <subarg_n_1> "
+         "... <subarg_n_m>\n\n";
   if (all) {
     for (const auto& line : cfg.help_lines())
-      std::cout << line << "\n";
-  } else {
-    std::cout << "Begin by selecting amongst the following inference methods "
-                 "and diagnostics,\n"
-              << "  method=sample|optimize|variational|diagnose|"
-                 "generate_quantities|pathfinder|log_prob|laplace\n\n"
-              << "Or see help information with\n"
-              << "  help             Prints help\n"
-              << "  help-all         Prints entire argument tree\n\n"
-              << "Additional configuration available by specifying\n"
-              << "  id, data, init, random, output, num_threads\n\n"
-              << "See " << program << " <arg1> [ help | help-all ] "
-              << "for details on individual arguments.\n";
+      out << line << "\n";
+    return;
   }
+  out << "Begin by selecting amongst the following inference methods and "
+         "diagnostics,\n"
+      << "  method=sample|optimize|variational|diagnose|"
+         "generate_quantities|pathfinder|log_prob|laplace\n\n"
+      << "Or see help information with\n"
+      << "  help             Prints help\n"
+      << "  help-all         Prints entire argument tree\n\n"
+      << "Additional configuration available by specifying\n"
+      << "  id, data, init, random, output, num_threads\n\n"
+      << "stanflow's batch mode runs many command lines in one process:\n"
+      << "  " << program << " batch JOBS.jsonl\n"
+      << "with one {\"args\": [...], \"console\": \"path\"} object per line.\n";
 }
 
 unsigned int clock_seed() {
@@ -111,22 +115,23 @@ int dispatch(run_context& ctx) {
   return run_diagnose(ctx);
 }
 
-int run(int argc, const char* argv[]) {
-  std::vector<std::string> tokens(argv + 1, argv + argc);
+/** One model run: the whole CmdStan command line, console to out/err. */
+int run(const std::string& program, const std::vector<std::string>& tokens,
+        std::ostream& out, std::ostream& err) {
   config cfg(threaded);
   if (tokens.empty() || tokens[0] == "help" || tokens[0] == "help-all") {
-    print_help(argv[0], cfg, !tokens.empty() && tokens[0] == "help-all");
+    print_help(out, program, cfg, !tokens.empty() && tokens[0] == "help-all");
     return tokens.empty() ? 1 : 0;
   }
   if (tokens.size() == 1 && tokens[0] == "info") {
-    print_info();
+    print_info(out);
     return 0;
   }
   try {
     cfg.parse(tokens);
   } catch (const argument_error& e) {
-    std::cerr << e.what() << "\n"
-              << "Failed to parse command arguments, cannot run model.\n";
+    err << e.what() << "\n"
+        << "Failed to parse command arguments, cannot run model.\n";
     return 1;
   }
   value_argument& seed_arg = cfg.value("random/seed");
@@ -135,17 +140,18 @@ int run(int argc, const char* argv[]) {
                           : static_cast<unsigned int>(seed_arg.as_int());
   seed_arg.force(std::to_string(seed));
   for (const auto& line : cfg.lines())
-    std::cout << line << "\n";
-  std::cout << std::endl;
+    out << line << "\n";
+  out << std::endl;
 
   stan::math::init_threadpool_tbb(cfg.integer("num_threads"));
-  stan::callbacks::stream_logger logger(std::cout, std::cout, std::cout,
-                                        std::cerr, std::cerr);
+  stan::callbacks::stream_logger logger(out, out, out, err, err);
   stan::callbacks::interrupt interrupt;
   output_files outputs;
   context_ptr data = read_var_context(cfg.text("data/file"), logger);
-  stan::model::model_base& model = new_model(*data, seed, &std::cout);
-  run_context ctx{cfg,       model,   seed,
+  std::unique_ptr<stan::model::model_base> model(
+      &new_model(*data, seed, &out));
+  get_stan_profile_data().clear();
+  run_context ctx{cfg,       *model,    seed,
                   static_cast<unsigned int>(cfg.integer("id")),
                   logger,    interrupt, outputs,
                   static_cast<int>(cfg.integer("output/sig_figs"))};
@@ -159,14 +165,73 @@ int run(int argc, const char* argv[]) {
   return 0;
 }
 
+/** `run` with exceptions reported on `err` as a failure. */
+int run_guarded(const std::string& program,
+                const std::vector<std::string>& tokens, std::ostream& out,
+                std::ostream& err) {
+  try {
+    return run(program, tokens, out, err);
+  } catch (const std::exception& e) {
+    err << e.what() << std::endl;
+    return 1;
+  }
+}
+
+/**
+ * stanflow's batch mode, `<model> batch JOBS.jsonl`: many runs in one
+ * process, so that short runs do not pay for a process start each. Every line
+ * of JOBS is `{"args": [tokens...], "console": "path"}`; each job runs as if
+ * its tokens had been the command line, with its console written to its
+ * file, and `stanflow-batch: <line> <exit code>` is printed when it ends.
+ * The TBB thread pool is set up by the first job, for all of them.
+ */
+int run_batch(const std::string& program, const std::string& jobs_path) {
+  std::ifstream jobs(jobs_path);
+  if (!jobs.is_open()) {
+    std::cerr << "Can't open specified file, \"" << jobs_path << "\"\n";
+    return 1;
+  }
+  std::string line;
+  for (size_t index = 0; std::getline(jobs, line); ++index) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    rapidjson::Document job;
+    job.Parse(line.c_str());
+    if (job.HasParseError() || !job.IsObject() || !job.HasMember("args")
+        || !job["args"].IsArray() || !job.HasMember("console")
+        || !job["console"].IsString()) {
+      std::cerr << jobs_path << ", line " << index + 1
+                << ": expected {\"args\": [strings], \"console\": \"path\"}\n";
+      return 1;
+    }
+    std::vector<std::string> tokens;
+    for (const auto& token : job["args"].GetArray()) {
+      if (!token.IsString()) {
+        std::cerr << jobs_path << ", line " << index + 1
+                  << ": every argument must be a string\n";
+        return 1;
+      }
+      tokens.emplace_back(token.GetString());
+    }
+    std::ofstream console(job["console"].GetString());
+    if (!console.is_open()) {
+      std::cerr << "Cannot open console file \"" << job["console"].GetString()
+                << "\"\n";
+      return 1;
+    }
+    int code = run_guarded(program, tokens, console, console);
+    console.close();
+    std::cout << "stanflow-batch: " << index << " " << code << std::endl;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace stanflow
 
 int main(int argc, const char* argv[]) {
-  try {
-    return stanflow::run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << e.what() << std::endl;
-    return 1;
-  }
+  std::vector<std::string> tokens(argv + 1, argv + argc);
+  if (tokens.size() == 2 && tokens[0] == "batch")
+    return stanflow::run_batch(argv[0], tokens[1]);
+  return stanflow::run_guarded(argv[0], tokens, std::cout, std::cerr);
 }
