@@ -264,6 +264,7 @@ def save(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     os.close(fd)
     try:
         idata.to_netcdf(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
@@ -444,12 +445,20 @@ def _fit_groups(
 ) -> dict[str, xr.Dataset]:
     """The sample groups of ``fit`` (posterior, sample_stats, ...), by method."""
     if isinstance(fit, cmdstanpy.CmdStanMCMC):
+        # Without an explicit dtype ArviZ casts complex draws to float, dropping
+        # the imaginary part.
+        complex_vars = {
+            name: np.complex128
+            for name, var in fit.metadata.stan_vars.items()
+            if var.type.name == "COMPLEX"
+        }
         idata = az.from_cmdstanpy(
             fit,
             coords=coords,
             dims=dims,
             posterior_predictive=predictive or None,
             log_likelihood=loglik or False,
+            dtypes=complex_vars,
         )
         return {
             group: _complex_as_parts(getattr(idata, group)) for group in idata.groups()

@@ -292,7 +292,7 @@ def cache_key(
     name : str
         The model name (it names the executable and the C++ class).
     toolchain : mapping
-        The toolchain identity, as given by ``stanflow.toolchain.info()``.
+        The toolchain identity, as given by ``stanflow.toolchain.identity()``.
     cpp_options, stanc_options : mapping
         The normalised compiler flags; their order does not matter.
 
@@ -373,16 +373,15 @@ def compile_model(
     code, origins = _Renderer(include_paths, slots).run(source)
     from stanflow import toolchain  # imported here: rendering must work without it
 
-    toolchain.ensure()
-    identity = toolchain.info()
+    identity = toolchain.identity()
     key = cache_key(
         code, name=name, toolchain=identity, cpp_options=cpp, stanc_options=stanc
     )
-    models = cache_dir()
-    entry = models / key
+    folder = cache_dir()
+    entry = folder / key
     if not entry.is_dir():
-        models.mkdir(parents=True, exist_ok=True)
-        with open(models / f"{key}.lock", "w") as lock:
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f"{key}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not entry.is_dir():
                 manifest = {
@@ -417,6 +416,7 @@ def _build(
     """Compile into a temporary folder beside ``entry`` and rename it into place."""
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
     try:
+        tmp.chmod(0o755)  # mkdtemp makes it private; the entry is an ordinary folder
         stan_file = tmp / f"{name}.stan"
         stan_file.write_text(code)
         try:

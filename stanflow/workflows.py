@@ -184,7 +184,10 @@ def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
     try:
         if path.suffix != ".png":
             raise ValueError(f"path must end in .png, got {path}")
-        return _write_atomic(path, lambda tmp: fig.savefig(tmp, format="png", dpi=dpi))
+        return _write_atomic(
+            path,
+            lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight"),
+        )
     finally:
         plt.close(fig)
 
@@ -195,6 +198,7 @@ def _write_atomic(path: Path, write: Callable[[str], Any]) -> Path:
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

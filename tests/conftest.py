@@ -91,7 +91,8 @@ def stanflow_home() -> Path:
 @pytest.fixture(scope="session")
 def cmdstan(stanflow_home: Path) -> Path:
     """The CmdStan installation, built or found by ``stanflow.toolchain.ensure()``."""
-    toolchain = pytest.importorskip("stanflow.toolchain")
+    from stanflow import toolchain
+
     return toolchain.ensure()
 
 

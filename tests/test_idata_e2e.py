@@ -37,21 +37,38 @@ STATS["generate_quantities"] = STATS["sample"]
 @pytest.fixture(scope="module")
 def fits(cmdstan, tmp_path_factory) -> dict:
     model = compile_model(PROBE)
-    out = tmp_path_factory.mktemp("fits")
-    common = {"data": DATA, "seed": 3, "output_dir": out}
+
+    def out(method: str) -> str:
+        # One folder per run: cmdstanpy names files by model and second, so runs
+        # sharing a folder within one second overwrite each other's CSV files.
+        return str(tmp_path_factory.mktemp(method))
+
+    common = {"data": DATA, "seed": 3}
     mcmc = model.sample(
-        chains=2, iter_warmup=200, iter_sampling=100, show_progress=False, **common
+        chains=2,
+        iter_warmup=200,
+        iter_sampling=100,
+        show_progress=False,
+        output_dir=out("sample"),
+        **common,
     )
-    mle = model.optimize(**common)
+    # laplace_sample needs a mode found with the same jacobian setting
+    mle = model.optimize(jacobian=True, output_dir=out("optimize"), **common)
     return {
         "sample": mcmc,
         "optimize": mle,
         "variational": model.variational(
-            output_samples=100, require_converged=False, **common
+            draws=100, require_converged=False, output_dir=out("vb"), **common
         ),
-        "laplace": model.laplace_sample(mode=mle, draws=100, **common),
-        "pathfinder": model.pathfinder(draws=100, **common),
-        "generate_quantities": model.generate_quantities(previous_fit=mcmc, **common),
+        "laplace": model.laplace_sample(
+            mode=mle, draws=100, output_dir=out("laplace"), **common
+        ),
+        "pathfinder": model.pathfinder(
+            draws=100, output_dir=out("pathfinder"), **common
+        ),
+        "generate_quantities": model.generate_quantities(
+            previous_fit=mcmc, gq_output_dir=out("gq"), **common
+        ),
     }
 
 

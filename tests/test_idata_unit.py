@@ -36,7 +36,10 @@ CHAINS, DRAWS = 2, 6
 
 
 def param_rows(n: int, offset: float) -> np.ndarray:
-    """Rows for PARAMS: mu = offset + draw, theta = (-mu, -2 mu), m = 10 i + j + offset."""
+    """Rows for PARAMS.
+
+    mu = offset + draw, theta = (-mu, -2 mu), m[i, j] = 10 i + j + offset.
+    """
     mu = offset + np.arange(n, dtype=float)
     m = [np.full(n, 10 * i + j + offset) for j in (1, 2, 3) for i in (1, 2)]
     return np.column_stack([mu, -mu, -2 * mu, *m])

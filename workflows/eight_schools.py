@@ -111,7 +111,9 @@ def _extreme(ds, pick) -> float:
 
 
 def _plot_forest(idata: az.InferenceData, path: Path) -> None:
-    axes = az.plot_forest(idata, var_names=["theta"], combined=True, hdi_prob=0.9)
+    axes = az.plot_forest(
+        idata, var_names=["theta"], combined=True, hdi_prob=0.9, figsize=(8, 5)
+    )
     figure = axes.ravel()[0].figure
     figure.suptitle("Eight schools: school effects theta (mean, 90% HDI)")
     save_figure(figure, path)
@@ -129,7 +131,10 @@ def _plot_funnel(idata: az.InferenceData, path: Path) -> None:
         coords={"school": [SCHOOLS[0]]},
         divergences=True,
     )
-    figure = np.ravel(axes)[0].figure
+    axis = np.ravel(axes)[0]
+    axis.set_xlabel(f"theta_tilde[{SCHOOLS[0]}]")
+    axis.set_ylabel("log tau")
+    figure = axis.figure
     figure.suptitle(
         "Eight schools, non-centred: log tau against theta_tilde (divergences marked)"
     )

@@ -12,6 +12,8 @@ ensure
     The call everything else uses: pick or build, then tell cmdstanpy.
 find_cmdstan
     The user's own CmdStan, if any.
+identity
+    The installation in use, as models' cache keys record it.
 install
     Build stanflow's installation if it is missing.
 info
@@ -25,7 +27,7 @@ from stanflow.toolchain.errors import (
     ToolchainError,
 )
 from stanflow.toolchain.installer import install
-from stanflow.toolchain.runtime import ensure, info
+from stanflow.toolchain.runtime import ensure, identity, info
 
 __all__ = [
     "InvalidCmdStanError",
@@ -33,6 +35,7 @@ __all__ = [
     "ToolchainError",
     "ensure",
     "find_cmdstan",
+    "identity",
     "info",
     "install",
 ]

@@ -44,6 +44,26 @@ def ensure() -> Path:
     return root
 
 
+def identity() -> dict[str, str]:
+    """What a compiled model depends on: the installation in use and its version.
+
+    Cheap (no subprocess) and stable across calls, unlike :func:`info`: it is
+    part of every model's cache key. stanflow's own installations are named by
+    the hash of their sources, so the path identifies the driver a model links.
+
+    Returns
+    -------
+    dict
+        ``path`` and ``cmdstan_version`` of the installation :func:`ensure` uses.
+    """
+    root = ensure()
+    version = read_cmdstan_version(root)
+    return {
+        "path": str(root),
+        "cmdstan_version": ".".join(map(str, version)) if version else "unknown",
+    }
+
+
 def _first_line(command: list[str], cwd: Path | None = None) -> str | None:
     try:
         result = subprocess.run(
