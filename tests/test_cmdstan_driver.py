@@ -461,3 +461,24 @@ def test_batch_mode_runs_jobs_like_separate_processes(
             for name in (f"batch{seed}.csv", f"alone{seed}.csv")
         ]
         assert body[0] == body[1] and len(body[0]) == 201
+
+
+def test_user_header_supplies_an_undefined_function(cmdstan: Path, tmp_path: Path) -> None:
+    """cmdstanpy's ``user_header`` reaches the makefile as ``USER_HEADER``."""
+    (tmp_path / "uh.stan").write_text(
+        "functions {\n  real twice(real x);\n}\nparameters {\n  real mu;\n}\n"
+        "model {\n  mu ~ normal(twice(1.5), 1);\n}\n"
+    )
+    (tmp_path / "twice.hpp").write_text(
+        "#include <ostream>\nnamespace uh_model_namespace {\n"
+        "template <typename T0__>\n"
+        "stan::promote_args_t<T0__> twice(const T0__& x, std::ostream* pstream__) {\n"
+        "  return 2 * x;\n}\n}  // namespace uh_model_namespace\n"
+    )
+    model = cmdstanpy.CmdStanModel(
+        stan_file=tmp_path / "uh.stan", user_header=tmp_path / "twice.hpp"
+    )
+    fit = model.sample(chains=1, iter_sampling=4000, seed=2, show_progress=False)
+    mu = fit.stan_variable("mu")
+    # mu ~ N(twice(1.5) = 3, 1)
+    assert abs(mu.mean() - 3.0) < 0.15
