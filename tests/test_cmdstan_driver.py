@@ -482,3 +482,16 @@ def test_user_header_supplies_an_undefined_function(cmdstan: Path, tmp_path: Pat
     mu = fit.stan_variable("mu")
     # mu ~ N(twice(1.5) = 3, 1)
     assert abs(mu.mean() - 3.0) < 0.15
+
+
+def test_per_chain_inits_in_one_process(normal: cmdstanpy.CmdStanModel) -> None:
+    """cmdstanpy writes one init file per chain; each chain starts at its own."""
+    fit = normal.sample(
+        data=NORMAL_DATA, chains=2, inits=[{"mu": 100.0}, {"mu": -100.0}],
+        iter_warmup=0, adapt_engaged=False, iter_sampling=1, step_size=1e-3,
+        max_treedepth=1, seed=3, show_progress=False,
+    )
+    assert fit.runset.num_procs == 1
+    first = fit.stan_variable("mu")
+    assert first[0] == pytest.approx(100.0, abs=0.1)
+    assert first[1] == pytest.approx(-100.0, abs=0.1)
