@@ -1,0 +1,242 @@
+"""Executors: where the chunks of a run set run. Local threads, or a Dask cluster.
+
+Both have the same small interface, used by :meth:`stanflow.runs.RunSet.run`:
+``start(paths)`` before anything is submitted, ``submit(chunk)`` any time,
+``outcomes()`` yielding each job's :class:`~stanflow.runs.jobs.Outcome` as it
+arrives (chunks submitted while iterating included), and ``stop()`` to abandon
+what is still running.
+
+Workers and the run set share a filesystem: the executable, the inputs and the
+outputs are read and written in place (see ``docs/runs.md`` for why).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import traceback
+import uuid
+from abc import ABC, abstractmethod
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from stanflow.runs.arguments import is_int
+from stanflow.runs.batch import run_chunk, run_chunk_collect
+from stanflow.runs.jobs import Chunk, Outcome
+
+
+class Executor(ABC):
+    """Runs chunks of jobs and streams their outcomes back."""
+
+    @property
+    @abstractmethod
+    def cores(self) -> int:
+        """Cores available to run jobs (used to size chunks)."""
+
+    @abstractmethod
+    def start(self, paths: Sequence[str]) -> None:
+        """Prepare to run; ``paths`` must be visible wherever jobs run."""
+
+    @abstractmethod
+    def submit(self, chunk: Chunk) -> None:
+        """Queue ``chunk``."""
+
+    @abstractmethod
+    def outcomes(self) -> Iterator[Outcome]:
+        """Yield outcomes as jobs end, until every submitted job has one."""
+
+    @abstractmethod
+    def stop(self) -> None:
+        """Abandon queued chunks and end running ones."""
+
+
+@dataclass(frozen=True)
+class _Released:
+    """A local chunk ended and gives its cores back."""
+
+    cores: int
+
+
+class LocalExecutor(Executor):
+    """Run chunks on this machine, keeping ``cores`` cores busy and no more.
+
+    A chunk needs as many cores as its jobs' threads (``chains *
+    threads_per_chain``); it starts when that many are free, so chunks of
+    single-threaded runs fill every core and threaded runs are not
+    oversubscribed. A chunk needing more cores than there are runs alone.
+
+    Parameters
+    ----------
+    cores : int, optional
+        Cores to use; default: the cores this process may run on.
+    """
+
+    def __init__(self, cores: int | None = None) -> None:
+        if cores is None:
+            cores = len(os.sched_getaffinity(0))
+        if not is_int(cores) or cores < 1:
+            raise ValueError(f"cores must be an int >= 1, got {cores!r}")
+        self._cores = int(cores)
+        self._state: _LocalState | None = None
+
+    @property
+    def cores(self) -> int:
+        return self._cores
+
+    def start(self, paths: Sequence[str]) -> None:
+        self._state = _LocalState(free=self._cores)
+
+    def submit(self, chunk: Chunk) -> None:
+        state = self._running()
+        state.expected += len(chunk.jobs)
+        state.waiting.append(chunk)
+        self._dispatch()
+
+    def outcomes(self) -> Iterator[Outcome]:
+        state = self._running()
+        while state.expected > 0:
+            item = state.events.get()
+            if isinstance(item, _Released):
+                state.free += item.cores
+                self._dispatch()
+                continue
+            state.expected -= 1
+            yield item
+
+    def stop(self) -> None:
+        state, self._state = self._state, None
+        if state is None:
+            return
+        state.stop.set()
+        for thread in state.threads:
+            thread.join()
+
+    def _running(self) -> _LocalState:
+        if self._state is None:
+            raise RuntimeError("LocalExecutor used before start()")
+        return self._state
+
+    def _dispatch(self) -> None:
+        """Start waiting chunks, in order, while their cores are free."""
+        state = self._running()
+        while state.waiting:
+            need = min(state.waiting[0].cores, self._cores)
+            if need > state.free:
+                return
+            chunk = state.waiting.popleft()
+            state.free -= need
+            thread = threading.Thread(
+                target=_local_worker, args=(chunk, need, state), daemon=True
+            )
+            state.threads.append(thread)
+            thread.start()
+
+
+@dataclass
+class _LocalState:
+    """What a started LocalExecutor tracks; only the calling thread changes it."""
+
+    free: int
+    expected: int = 0
+    waiting: deque[Chunk] = field(default_factory=deque)
+    events: queue.SimpleQueue[Outcome | _Released] = field(
+        default_factory=queue.SimpleQueue
+    )
+    stop: threading.Event = field(default_factory=threading.Event)
+    threads: list[threading.Thread] = field(default_factory=list)
+
+
+def _local_worker(chunk: Chunk, cores: int, state: _LocalState) -> None:
+    try:
+        run_chunk(chunk, state.events.put, state.stop)
+    finally:
+        state.events.put(_Released(cores))
+
+
+class DaskExecutor(Executor):
+    """Run chunks as tasks on a Dask cluster.
+
+    Each chunk is one task (:func:`stanflow.runs.batch.run_chunk_collect`); its
+    outcomes arrive when the whole chunk ends. Dask runs one task per worker
+    thread, so give workers as many threads as cores divided by the threads of
+    one run. The workers must have stanflow installed and see the run folder
+    and the executable at the same paths as this process (a shared filesystem);
+    :meth:`start` checks that before anything is submitted.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        A connected client; the executor never closes it.
+    """
+
+    def __init__(self, client: Any) -> None:
+        try:
+            from distributed import Client, as_completed
+        except ImportError as error:
+            raise ImportError(
+                "DaskExecutor needs dask.distributed: pip install 'stanflow[dask]'"
+            ) from error
+        if not isinstance(client, Client):
+            raise TypeError(
+                f"client must be a distributed.Client, got {type(client).__name__}"
+            )
+        self._client = client
+        self._as_completed = as_completed
+        self._pending: Any = None
+        self._chunks: dict[str, Chunk] = {}
+
+    @property
+    def cores(self) -> int:
+        return max(1, sum(self._client.nthreads().values()))
+
+    def start(self, paths: Sequence[str]) -> None:
+        if not self._client.nthreads():
+            raise RuntimeError("the Dask cluster has no workers")
+        unseen = self._client.run(missing_paths, list(paths))
+        for worker, missing in sorted(unseen.items()):
+            if missing:
+                raise RuntimeError(
+                    f"Dask worker {worker} cannot see {missing[0]}: the run folder and "
+                    "the model executable must be on a filesystem shared with the "
+                    "workers, at the same path"
+                )
+        self._pending = self._as_completed()
+        self._chunks = {}
+
+    def submit(self, chunk: Chunk) -> None:
+        if self._pending is None:
+            raise RuntimeError("DaskExecutor used before start()")
+        key = f"stanflow-runs-{uuid.uuid4().hex}"
+        future = self._client.submit(run_chunk_collect, chunk, key=key, pure=False)
+        self._chunks[key] = chunk
+        self._pending.add(future)
+
+    def outcomes(self) -> Iterator[Outcome]:
+        if self._pending is None:
+            raise RuntimeError("DaskExecutor used before start()")
+        for future in self._pending:
+            chunk = self._chunks.pop(future.key)
+            try:
+                outcomes = future.result()
+            except Exception:
+                message = "the Dask task failed:\n" + traceback.format_exc()
+                outcomes = [
+                    Outcome(job.index, job.attempt, "error", None, 0.0, message)
+                    for job in chunk.jobs
+                ]
+            yield from outcomes
+
+    def stop(self) -> None:
+        if self._pending is not None:
+            for future in list(self._pending.futures):
+                future.cancel()
+        self._pending = None
+        self._chunks = {}
+
+
+def missing_paths(paths: Sequence[str]) -> list[str]:
+    """Those of ``paths`` that do not exist here (run on each Dask worker)."""
+    return [path for path in paths if not os.path.exists(path)]
