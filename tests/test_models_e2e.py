@@ -167,6 +167,13 @@ def test_concurrent_compiles_of_one_model_compile_once(cmdstan, tmp_path):
 
 def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
     stanc = Path(cmdstan) / "bin" / "stanc"
+    # stanc must resolve the templates' slots to format them.
+    slots = tmp_path / "slots"
+    slots.mkdir()
+    for slot, default in [("loss", "losses/absolute"), ("prior", "priors/uniform")]:
+        shutil.copy(
+            models.STAN_DIR / f"{default}.stanfunctions", slots / f"{slot}.stanfunctions"
+        )
     stan_files = models.STAN_DIR.rglob("*")
     shipped = [p for p in stan_files if p.suffix in models.STAN_SUFFIXES]
     files = [*sorted(shipped), REPO_DIR / "tests" / "stan" / "idata_probe.stan"]
@@ -174,7 +181,10 @@ def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
     for path in files:
         formatted = tmp_path / path.name
         subprocess.run(
-            [str(stanc), "--auto-format", str(path), f"--o={formatted}"],
+            [
+                str(stanc), "--auto-format", f"--include-paths={slots}", str(path),
+                f"--o={formatted}",
+            ],
             check=True,
             capture_output=True,
         )

@@ -1,0 +1,33 @@
+"""Gibbs (generalised) posteriors ``pi_n(theta) ∝ exp(-omega L_n(theta)) pi(theta)``.
+
+- :mod:`~stanflow.gibbs.losses`, :mod:`~stanflow.gibbs.priors`: the shipped
+  losses and priors, in Stan (``stan/losses/``, ``stan/priors/``) and NumPy;
+- :mod:`~stanflow.gibbs.grid`: exact posteriors of a scalar parameter on a grid
+  (density, CDF, intervals, ``log Z_n(omega)``), vectorised;
+- :mod:`~stanflow.gibbs.plugin`: the plug-in learning rate
+  ``tr(H J^-1 H) / tr(H)`` as a ``calibration`` InferenceData group;
+- :mod:`~stanflow.gibbs.sampling`: the Stan templates (``stan/gibbs/``) compiled
+  with a loss and a prior, sampled into InferenceData.
+
+See ``docs/gibbs.md``.
+"""
+
+from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
+from stanflow.gibbs.plugin import calibrate
+from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
+from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
+
+__all__ = [
+    "LOSSES",
+    "PRIORS",
+    "Loss",
+    "Prior",
+    "calibrate",
+    "get_loss",
+    "get_prior",
+    "gibbs_model",
+    "log_prior_on_grid",
+    "loss_function",
+    "posterior",
+    "stan_data",
+]

@@ -1,0 +1,119 @@
+"""Priors for Gibbs posteriors: NumPy versions of ``stan/priors/*.stanfunctions``.
+
+A prior file defines ``real log_prior(vector theta, vector prior_params)``, the
+log density of the parameters up to a constant; their support is the box
+``[lower_bound, upper_bound]`` that the template declares (data). Shipped:
+
+========  ==============================================  =================
+name      log density on the support                      parameters
+========  ==============================================  =================
+uniform   constant (improper flat where a bound is        --
+          infinite)
+normal    ``sum_k log normal(theta_k | mean, sd)``        mean, sd > 0
+========  ==============================================  =================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanflow.gibbs.parameters import Parameter, bind
+from stanflow.models import STAN_DIR
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """A prior in Stan and in NumPy.
+
+    Parameters
+    ----------
+    name : str
+        Its registry name, e.g. ``"normal"``.
+    stan_file : pathlib.Path
+        The ``.stanfunctions`` file defining
+        ``real log_prior(vector theta, vector prior_params)``.
+    log_density : callable
+        ``(theta, *params) -> ndarray``: the log density of each value of a
+        scalar parameter, elementwise (e.g. on a grid).
+    params : tuple of Parameter
+        Its parameters, in the order of the Stan vector ``prior_params``.
+    """
+
+    name: str
+    stan_file: Path
+    log_density: Callable[..., np.ndarray]
+    params: tuple[Parameter, ...] = ()
+
+    def bind(self, params: Mapping[str, Any] | None) -> tuple[float, ...]:
+        """Check ``params`` (names to values) and return them in Stan order."""
+        return bind(self.params, params, "prior_params", f"prior {self.name!r}")
+
+
+PRIORS: dict[str, Prior] = {
+    prior.name: prior
+    for prior in (
+        Prior(
+            "uniform",
+            STAN_DIR / "priors" / "uniform.stanfunctions",
+            lambda theta: np.zeros(np.shape(theta)),
+        ),
+        Prior(
+            "normal",
+            STAN_DIR / "priors" / "normal.stanfunctions",
+            lambda theta, mean, sd: (
+                -0.5 * np.square((np.asarray(theta) - mean) / sd)
+                - math.log(sd)
+                - _HALF_LOG_2PI
+            ),
+            params=(Parameter("mean"), Parameter("sd", 0.0)),
+        ),
+    )
+}
+"""The shipped priors by name."""
+
+
+def get_prior(prior: str | Prior) -> Prior:
+    """Return the shipped prior called ``prior`` (a :class:`Prior` is returned as is).
+
+    Raises
+    ------
+    ValueError
+        If no prior has that name; the message lists the shipped ones.
+    """
+    if isinstance(prior, Prior):
+        return prior
+    if not isinstance(prior, str) or prior not in PRIORS:
+        raise ValueError(
+            f"prior: unknown prior {prior!r}; shipped priors: {', '.join(PRIORS)}"
+        )
+    return PRIORS[prior]
+
+
+def log_prior_on_grid(
+    theta: np.ndarray, prior: str | Prior, params: Mapping[str, Any] | None = None
+) -> np.ndarray:
+    """Evaluate a prior's log density at grid points, for :func:`grid.posterior`.
+
+    Parameters
+    ----------
+    theta : ndarray, shape (G,)
+        Grid points of a scalar parameter.
+    prior : str or Prior
+        A shipped prior name (see :data:`PRIORS`) or a :class:`Prior`.
+    params : mapping of str to float, optional
+        Its parameters by name, e.g. ``{"mean": 0, "sd": 10}``.
+
+    Returns
+    -------
+    ndarray, shape (G,)
+    """
+    prior = get_prior(prior)
+    return np.asarray(prior.log_density(np.asarray(theta, float), *prior.bind(params)))
