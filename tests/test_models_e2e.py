@@ -17,6 +17,7 @@ import pytest
 from stanflow import models, toolchain
 from stanflow.models import CompileError, cache_key, compile_model, program_path, render
 from stanflow.workflows import DATA_DIR, REPO_DIR
+from test_render import SLOT_EXAMPLES
 
 pytestmark = pytest.mark.e2e
 
@@ -170,10 +171,8 @@ def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
     # stanc must resolve the templates' slots to format them.
     slots = tmp_path / "slots"
     slots.mkdir()
-    for slot, default in [("loss", "losses/absolute"), ("prior", "priors/uniform")]:
-        shutil.copy(
-            models.STAN_DIR / f"{default}.stanfunctions", slots / f"{slot}.stanfunctions"
-        )
+    for slot, example in SLOT_EXAMPLES.items():
+        shutil.copy(models.STAN_DIR / example, slots / slot)
     stan_files = models.STAN_DIR.rglob("*")
     shipped = [p for p in stan_files if p.suffix in models.STAN_SUFFIXES]
     files = [*sorted(shipped), REPO_DIR / "tests" / "stan" / "idata_probe.stan"]
@@ -182,12 +181,14 @@ def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
         formatted = tmp_path / path.name
         subprocess.run(
             [
-                str(stanc), "--auto-format", f"--include-paths={slots}", str(path),
+                str(stanc), "--auto-format", f"--include-paths={slots},{path.parent}",
+                str(path),
                 f"--o={formatted}",
             ],
             check=True,
             capture_output=True,
         )
-        assert formatted.read_text() == path.read_text(), (
+        # stanc ends a printed functions-only file without a final newline.
+        assert formatted.read_text().rstrip("\n") == path.read_text().rstrip("\n"), (
             f"{path} is not as stanc --auto-format prints it"
         )

@@ -231,18 +231,28 @@ def test_missing_template_and_bad_include_paths(tmp_path):
         render(main, include_paths=str(tmp_path))
 
 
+# A shipped file for every slot the shipped templates declare.
+SLOT_EXAMPLES = {
+    "loss.stanfunctions": "losses/absolute.stanfunctions",
+    "prior.stanfunctions": "priors/uniform.stanfunctions",
+    "base.stanfunctions": "qpaths/gaussian_base.stanfunctions",
+    "target.stanfunctions": "qpaths/gaussian_target.stanfunctions",
+}
+
+
 def test_shipped_programs_render_to_themselves():
-    slots = {
-        "loss.stanfunctions": models.STAN_DIR / "losses" / "absolute.stanfunctions",
-        "prior.stanfunctions": models.STAN_DIR / "priors" / "uniform.stanfunctions",
-    }
     for name in models.list_programs():
         path = models.program_path(name)
         text = path.read_text()
         if "#include" not in text:
             assert render(path) == text, name
             continue
-        # A template: its slots bound, every include is replaced by the file.
+        # A template: with its slots bound, every include is replaced by a file.
+        slots = {
+            slot: models.STAN_DIR / example
+            for slot, example in SLOT_EXAMPLES.items()
+            if f"#include {slot}" in text
+        }
         rendered = render(path, slots=slots)
         assert "#include" not in rendered, name
         for slot in slots.values():

@@ -13,7 +13,10 @@ See ``docs/gibbs.md``.
 """
 
 from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
+from stanflow.gibbs.gpc import gpc
+from stanflow.gibbs.information import information_matching
 from stanflow.gibbs.plugin import calibrate
+from stanflow.gibbs.safebayes import safebayes
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 
@@ -26,8 +29,11 @@ __all__ = [
     "get_loss",
     "get_prior",
     "gibbs_model",
+    "gpc",
+    "information_matching",
     "log_prior_on_grid",
     "loss_function",
     "posterior",
+    "safebayes",
     "stan_data",
 ]

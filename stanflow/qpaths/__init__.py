@@ -1,0 +1,29 @@
+"""q-paths: power-mean annealing paths between a base and a target density.
+
+- :mod:`~stanflow.qpaths.qmath`: ``ln_q``, ``exp_q``, the log q-path density,
+  SMC incremental weights and the thermodynamic-integration integrand, stable
+  in log space and exact at ``q = 1`` (geometric path);
+- :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, resampling,
+  vectorised random-walk Metropolis moves), AIS and thermodynamic integration in
+  NumPy, returning ``InferenceData`` with an ``smc`` group.
+
+See ``docs/qpaths.md``.
+"""
+
+from stanflow.qpaths.qmath import (
+    dlog_qpath_dbeta,
+    exp_q,
+    ln_q,
+    log_incremental_weight,
+    log_qpath,
+    q_from_delta,
+)
+
+__all__ = [
+    "dlog_qpath_dbeta",
+    "exp_q",
+    "ln_q",
+    "log_incremental_weight",
+    "log_qpath",
+    "q_from_delta",
+]

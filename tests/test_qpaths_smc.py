@@ -1,0 +1,128 @@
+"""SMC, AIS and TI on Gaussians with a known normalising constant, and bad input.
+
+Base N(0, I_d); target exp(C) N(z; MU, SIGMA^2 I_d), so log Z = C exactly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stanflow.qpaths.smc import ais, resample, smc, thermodynamic_integration
+
+C, MU, SIGMA = 2.0, 3.0, 0.5
+
+
+def problem(d):
+    def log_pi0(z):
+        return -0.5 * np.sum(z**2, axis=1) - 0.5 * d * np.log(2 * np.pi)
+
+    def sample_pi0(rng, n):
+        return rng.standard_normal((n, d))
+
+    def log_pi1(z):
+        return (
+            C
+            - 0.5 * np.sum(((z - MU) / SIGMA) ** 2, axis=1)
+            - 0.5 * d * np.log(2 * np.pi * SIGMA**2)
+        )
+
+    return log_pi0, sample_pi0, log_pi1
+
+
+def assert_within(group, k=4.0):
+    error = abs(group.attrs["log_z"] - C)
+    assert error < k * group.attrs["log_z_se"] + 0.05, (error, group.attrs)
+
+
+@pytest.mark.parametrize("q", [1.0, 1 - 1e-3, 1 - 1e-1])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_adaptive_smc_d1(q, seed):
+    group = smc(*problem(1), q=q, n_particles=500, n_moves=3, n_runs=6, seed=seed).smc
+    assert_within(group)
+    assert group.beta.values[0, -1] == 1.0 or np.nanmax(group.beta.values) == 1.0
+    n = group.n_steps.values
+    assert np.all(np.abs(group.ess.values[:, : n.min() - 1] / 500 - 0.5) < 0.01)
+
+
+@pytest.mark.parametrize("q", [1.0, 1 - 1e-3])
+def test_adaptive_smc_d5(q):
+    group = smc(*problem(5), q=q, n_particles=800, n_moves=5, n_runs=6, seed=3).smc
+    assert_within(group)
+    assert 0.1 < float(np.nanmean(group.acceptance.values)) < 0.9
+
+
+def test_fixed_schedule_smc_multinomial():
+    betas = np.linspace(0, 1, 30) ** 3
+    group = smc(
+        *problem(1),
+        q=0.9,
+        schedule=betas,
+        resampling="multinomial",
+        n_particles=500,
+        n_moves=2,
+        n_runs=6,
+        seed=4,
+    ).smc
+    assert_within(group)
+    np.testing.assert_array_equal(group.beta.values[0], betas[1:])
+
+
+@pytest.mark.parametrize("q", [1.0, 1 - 1e-2])
+def test_ais_d1(q):
+    group = ais(
+        *problem(1),
+        np.linspace(0, 1, 60) ** 3,
+        q=q,
+        n_particles=1000,
+        n_moves=2,
+        n_runs=4,
+        seed=5,
+    ).smc
+    assert_within(group)
+
+
+def test_ti_geometric_and_q_path():
+    for q in (1.0, 1 - 1e-2):
+        group = thermodynamic_integration(
+            *problem(1),
+            np.linspace(0, 1, 41) ** 4,
+            q=q,
+            n_chains=100,
+            n_warmup=20,
+            n_draws=50,
+            seed=6,
+        ).smc
+        assert_within(group)
+        assert group.attrs["log_z_discretisation"] < 0.2
+
+
+def test_systematic_resampling_counts_are_within_one_of_n_w():
+    w = np.random.default_rng(0).dirichlet(np.ones(7))
+    for seed in range(5):
+        ancestors = resample(np.random.default_rng(seed), np.log(w), "systematic")
+        counts = np.bincount(ancestors, minlength=7)
+        assert np.all(np.abs(counts - 7 * w) < 1) and counts.sum() == 7
+
+
+def test_bad_input_is_named():
+    log_pi0, sample_pi0, log_pi1 = problem(1)
+
+    def nan_target(z):
+        out = log_pi1(z)
+        out[3] = np.nan
+        return out
+
+    with pytest.raises(ValueError, match="log_pi1 returned NaN"):
+        smc(log_pi0, sample_pi0, nan_target, n_particles=20, seed=0)
+    with pytest.raises(ValueError, match="log_pi1 must return shape"):
+        smc(log_pi0, sample_pi0, lambda z: np.zeros(3), n_particles=20, seed=0)
+    with pytest.raises(ValueError, match="schedule must lie in"):
+        ais(log_pi0, sample_pi0, log_pi1, [0.0, 0.5, 1.5])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        smc(log_pi0, sample_pi0, log_pi1, schedule=[0.0, 0.6, 0.5, 1.0])
+    with pytest.raises(ValueError, match="n_chains must be an integer >= 2"):
+        thermodynamic_integration(log_pi0, sample_pi0, log_pi1, [0, 0.5, 1], n_chains=1)
+    with pytest.raises(ValueError, match="target_ess"):
+        smc(log_pi0, sample_pi0, log_pi1, target_ess=1.0)
+    with pytest.raises(ValueError, match="q must be finite"):
+        smc(log_pi0, sample_pi0, log_pi1, q=np.inf)
