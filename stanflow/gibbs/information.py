@@ -34,7 +34,7 @@ import arviz as az
 import numpy as np
 
 from stanflow.gibbs.losses import Loss
-from stanflow.gibbs.plugin import calibrate
+from stanflow.gibbs.plugin import calibrate, check_sensitivity_and_variability
 
 FORMULA = "tr(H) / tr(J)"
 
@@ -51,18 +51,11 @@ def omega_from_traces(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (...)
     """
-    H, J = np.asarray(H, float), np.asarray(J, float)
-    if H.ndim < 2 or H.shape[-1] != H.shape[-2] or H.shape != J.shape:
-        raise ValueError(
-            f"H and J must be square matrices of one shape (..., K, K), "
-            f"got {H.shape} and {J.shape}"
-        )
-    trace_h = np.trace(H, axis1=-2, axis2=-1)
+    H, J = check_sensitivity_and_variability(H, J)
     trace_j = np.trace(J, axis1=-2, axis2=-1)
-    if np.any(~(trace_h > 0)):
-        raise ValueError("H must have a positive trace (the risk must curve up)")
     if np.any(~(trace_j > 0)):
         raise ValueError("J must have a positive trace (the loss gradient must vary)")
+    trace_h = np.trace(H, axis1=-2, axis2=-1)
     return trace_h / trace_j
 
 

@@ -210,6 +210,36 @@ def variability(
     return np.einsum("...ij,...ik->...jk", g, g) / y.shape[-1]
 
 
+def check_sensitivity_and_variability(
+    H: np.ndarray, J: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Validate ``H`` and ``J`` as stacks of square matrices of one shape.
+
+    Parameters
+    ----------
+    H, J : array_like, shape (..., K, K)
+
+    Returns
+    -------
+    H, J : ndarray, shape (..., K, K)
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, are not square, or ``H`` has a trace that is not
+        positive (the risk must curve up).
+    """
+    H, J = np.asarray(H, float), np.asarray(J, float)
+    if H.ndim < 2 or H.shape[-1] != H.shape[-2] or H.shape != J.shape:
+        raise ValueError(
+            f"H and J must be square matrices of one shape (..., K, K), "
+            f"got {H.shape} and {J.shape}"
+        )
+    if np.any(~(np.trace(H, axis1=-2, axis2=-1) > 0)):
+        raise ValueError("H must have a positive trace (the risk must curve up)")
+    return H, J
+
+
 def omega_from_matrices(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     """The learning rate ``tr(H J^-1 H) / tr(H)`` (``H / J`` in one dimension).
 
@@ -222,15 +252,8 @@ def omega_from_matrices(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape (...)
     """
-    H, J = np.asarray(H, float), np.asarray(J, float)
-    if H.ndim < 2 or H.shape[-1] != H.shape[-2] or H.shape != J.shape:
-        raise ValueError(
-            f"H and J must be square matrices of one shape (..., K, K), "
-            f"got {H.shape} and {J.shape}"
-        )
+    H, J = check_sensitivity_and_variability(H, J)
     trace_h = np.trace(H, axis1=-2, axis2=-1)
-    if np.any(~(trace_h > 0)):
-        raise ValueError("H must have a positive trace (the risk must curve up)")
     if np.any(~(np.linalg.eigvalsh(J)[..., 0] > 0)):
         raise ValueError("J must be positive definite")
     return np.trace(H @ np.linalg.solve(J, H), axis1=-2, axis2=-1) / trace_h
