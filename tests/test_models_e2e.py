@@ -168,22 +168,22 @@ def test_concurrent_compiles_of_one_model_compile_once(cmdstan, tmp_path):
 
 def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
     stanc = Path(cmdstan) / "bin" / "stanc"
-    # stanc must resolve the templates' slots to format them.
-    slots = tmp_path / "slots"
-    slots.mkdir()
-    for slot, example in SLOT_EXAMPLES.items():
-        shutil.copy(models.STAN_DIR / example, slots / slot)
+    # stanc must resolve a template's slots to format it: one folder per family.
+    for family, examples in SLOT_EXAMPLES.items():
+        (tmp_path / "slots" / family).mkdir(parents=True)
+        for slot, example in examples.items():
+            shutil.copy(models.STAN_DIR / example, tmp_path / "slots" / family / slot)
     stan_files = models.STAN_DIR.rglob("*")
     shipped = [p for p in stan_files if p.suffix in models.STAN_SUFFIXES]
     files = [*sorted(shipped), REPO_DIR / "tests" / "stan" / "idata_probe.stan"]
     assert files
     for path in files:
         formatted = tmp_path / path.name
+        include_paths = f"{tmp_path / 'slots' / path.parent.name},{path.parent}"
         subprocess.run(
             [
-                str(stanc), "--auto-format", f"--include-paths={slots},{path.parent}",
-                str(path),
-                f"--o={formatted}",
+                str(stanc), "--auto-format", f"--include-paths={include_paths}",
+                str(path), f"--o={formatted}",
             ],
             check=True,
             capture_output=True,

@@ -1,0 +1,50 @@
+// Eight schools, centred (mu ~ N(0, 5), tau ~ half-Cauchy(0, 5)), with the LCVI
+// utility term added to the target, so that ADVI maximises ELBO + weight * U:
+//   target += weight * utility_term(l(y[s] | theta, h)),
+//   y[s, j] = theta[j] + sigma[j] * eps_y[s, j]  (fixed base samples, data).
+// ADVI's own draw theta = mu + sigma * eps_theta is the outer reparameterisation.
+// weight = 0 gives plain VI. Slot (docs/lcvi.md):
+//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+functions {
+  #include loss.stanfunctions
+  #include utility.stanfunctions
+}
+data {
+  int<lower=0> J; // number of schools
+  vector[J] y; // estimated treatment effects
+  vector<lower=0>[J] sigma; // standard errors of the estimates
+  int<lower=1> S; // outcome samples per theta
+  array[S] vector[J] eps_y; // their fixed standard normal base samples
+  vector[J] h; // decisions, one per school
+  int<lower=0> n_loss_params;
+  vector[n_loss_params] loss_params;
+  int<lower=1, upper=2> utility; // 1: M - l, 2: exp(-gamma l)
+  real<lower=0> scale; // M or gamma
+  int<lower=1, upper=2> estimator; // 1: naive, 2: linearised
+  real<lower=0> weight; // weight of the utility term; 0: plain VI
+}
+parameters {
+  real mu;
+  real<lower=0> tau;
+  vector[J] theta;
+}
+model {
+  mu ~ normal(0, 5);
+  tau ~ cauchy(0, 5);
+  theta ~ normal(mu, tau);
+  y ~ normal(theta, sigma);
+  if (weight > 0) {
+    matrix[S, J] losses;
+    for (s in 1 : S) {
+      losses[s] = loss(theta + sigma .* eps_y[s], h, loss_params)';
+    }
+    target += weight * utility_term(losses, utility, scale, estimator);
+  }
+}
+generated quantities {
+  vector[J] log_lik;
+  array[J] real y_rep = normal_rng(theta, sigma);
+  for (j in 1 : J) {
+    log_lik[j] = normal_lpdf(y[j] | theta[j], sigma[j]);
+  }
+}

@@ -1,0 +1,97 @@
+"""LCVI losses: values, Bayes decisions against closed forms and brute force, utilities, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from stanflow.lcvi.losses import LOSSES, get_loss, utility, utility_scale
+
+M_PRED, S_PRED = 1.5, 2.0  # normal predictive N(M_PRED, S_PRED^2)
+
+
+@pytest.fixture(scope="module")
+def draws():
+    return np.random.default_rng(3).normal(M_PRED, S_PRED, size=(400_000, 1))
+
+
+def test_values_at_known_points():
+    assert np.allclose(get_loss("squared").value(3.0, 1.0), 4.0)
+    assert np.allclose(get_loss("absolute").value(-1.0, 1.0), 2.0)
+    tilted = get_loss("tilted", q=0.2)
+    assert np.allclose(tilted.value(np.array([2.0, 0.0]), 1.0), [0.2, 0.8])
+    linex = get_loss("linex", c=1.0)
+    assert np.allclose(linex.value(1.0, 1.0), 0.0)
+    assert np.allclose(linex.value(0.0, 1.0), np.e - 2)  # over-prediction by 1
+    assert np.allclose(linex.value(1.0, 0.0), np.exp(-1.0))  # under-prediction by 1
+
+
+@pytest.mark.parametrize(
+    "name, params, expected",
+    [
+        ("squared", {}, M_PRED),
+        ("absolute", {}, M_PRED),
+        ("tilted", {"q": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
+        ("tilted", {"q": 0.8}, M_PRED + S_PRED * norm.ppf(0.8)),
+        ("linex", {"c": 0.5}, M_PRED - 0.5 * S_PRED**2 / 2),
+        ("linex", {"c": -0.3}, M_PRED + 0.3 * S_PRED**2 / 2),
+    ],
+)
+def test_bayes_decisions_of_a_normal_predictive(draws, name, params, expected):
+    decision = get_loss(name, **params).bayes_decision(draws)
+    assert decision.shape == (1,)
+    assert abs(decision[0] - expected) < 0.03
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("squared", {}), ("absolute", {}), ("tilted", {"q": 0.3}), ("linex", {"c": 0.7})],
+)
+def test_bayes_decision_minimises_the_empirical_risk(name, params):
+    y = np.random.default_rng(5).gamma(2.0, size=(2000, 2))
+    loss = get_loss(name, **params)
+    h = loss.bayes_decision(y)
+    grid = h[:, None] + np.linspace(-0.5, 0.5, 201)  # (2, G), centred on h
+    risk = loss.value(y[:, :, None], grid[None]).mean(axis=0)  # (2, G)
+    assert np.all(risk.argmin(axis=1) == 100)
+
+
+def test_utilities_and_their_scale():
+    losses = np.arange(1.0, 101.0)
+    M = utility_scale(losses, "linear", 90)
+    assert M == pytest.approx(np.percentile(losses, 90))
+    assert utility_scale(losses, "exp", 90) == pytest.approx(1 / M)
+    assert np.allclose(utility(losses, "linear", M), M - losses)
+    assert np.allclose(utility(losses, "exp", 0.5), np.exp(-0.5 * losses))
+
+
+def test_registry_lists_the_shipped_losses_with_their_stan_files():
+    assert sorted(LOSSES) == ["absolute", "linex", "squared", "tilted"]
+    for name, params in [("squared", {}), ("tilted", {"q": 0.5}), ("linex", {"c": 1})]:
+        assert get_loss(name, **params).stan_file.is_file()
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: get_loss("tilted", q=1.2), "q must be in"),
+        (lambda: get_loss("tilted", q=0.0), "q must be in"),
+        (lambda: get_loss("linex", c=0), "c must be non-zero"),
+        (lambda: get_loss("hubber"), "loss: unknown loss 'hubber'"),
+        (
+            lambda: get_loss("squared", q=0.5),
+            "params: loss 'squared' takes no parameters",
+        ),
+        (lambda: get_loss("tilted"), r"params: loss 'tilted' takes parameters \['q'\]"),
+        (lambda: utility([1.0], "linear", -2.0), r"scale \(M\) must be positive"),
+        (lambda: utility([1.0], "exp", 0.0), r"scale \(gamma\) must be positive"),
+        (lambda: utility([1.0], "log", 1.0), "utility: unknown utility 'log'"),
+        (lambda: utility_scale([1.0], "linear", 0), "percentile must be in"),
+        (lambda: utility_scale([-1.0, 0.0], "linear"), "M must be positive"),
+        (lambda: get_loss("squared").bayes_decision(np.empty((0, 3))), "draws must"),
+    ],
+)
+def test_bad_input_is_rejected_naming_the_argument(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
