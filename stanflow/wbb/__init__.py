@@ -1,0 +1,37 @@
+"""Weighted Bayesian bootstrap: posterior draws from randomly weighted optimisation.
+
+- :mod:`~stanflow.wbb.weights`: Exp(1) weights per draw from one root seed;
+- :mod:`~stanflow.wbb.lasso`: weighted lasso by coordinate descent, all draws at once;
+- :mod:`~stanflow.wbb.ridge`: weighted ridge in closed form;
+- :mod:`~stanflow.wbb.trend_filtering`: weighted trend filtering of order k
+  (barrier method on the dual, banded Newton steps);
+- :mod:`~stanflow.wbb.bootstrap`: the driver, results as InferenceData with
+  ``posterior``, ``sample_stats`` (``converged``) and ``weights`` groups.
+
+See ``docs/wbb.md``.
+"""
+
+from stanflow.wbb.bootstrap import Draws, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter
+from stanflow.wbb.lasso import LassoResult, kkt_violation, lambda_max, lasso, lasso_path
+from stanflow.wbb.ridge import RidgeResult, ridge
+from stanflow.wbb.trend_filtering import TrendFilterResult, trend_filter
+from stanflow.wbb.weights import draw_weights, weights
+
+__all__ = [
+    "Draws",
+    "LassoResult",
+    "RidgeResult",
+    "TrendFilterResult",
+    "draw_weights",
+    "kkt_violation",
+    "lambda_max",
+    "lasso",
+    "lasso_path",
+    "ridge",
+    "trend_filter",
+    "wbb",
+    "wbb_lasso",
+    "wbb_ridge",
+    "wbb_trend_filter",
+    "weights",
+]

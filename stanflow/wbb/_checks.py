@@ -1,0 +1,82 @@
+"""Input validation shared by the WBB solvers; errors name the argument."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_X_y(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``X`` as a finite float array (n, p) and ``y`` as a finite (n,) array."""
+    X = np.asarray(X, dtype=float)
+    y = check_vector(y, "y")
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional (n, p), got shape {X.shape}")
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]} entries")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinite values")
+    return X, y
+
+
+def check_vector(y: np.ndarray, name: str) -> np.ndarray:
+    """A finite, non-empty 1-d float array."""
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 1 or y.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d array, got shape {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return y
+
+
+def check_lam(lam: float) -> float:
+    """A finite ``lam >= 0``."""
+    lam = float(lam)
+    if not (np.isfinite(lam) and lam >= 0):
+        raise ValueError(f"lam must be finite and >= 0, got {lam!r}")
+    return lam
+
+
+def check_weights(
+    weights: np.ndarray | None, prior_weight: float | np.ndarray, n: int, *, positive: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """Observation weights as (B, n) and prior weights as (B,).
+
+    ``weights=None`` means unit weights (B = 1); a 1-d ``weights`` is one draw.
+    A scalar ``prior_weight`` is shared by all draws. Weights must be finite and
+    non-negative (strictly positive when ``positive``).
+    """
+    w = np.ones((1, n)) if weights is None else np.asarray(weights, dtype=float)
+    if w.ndim == 1:
+        w = w[None, :]
+    if w.ndim != 2 or w.shape[1] != n:
+        raise ValueError(
+            f"weights must have shape (n,) or (B, n) with n = {n}, got {np.shape(weights)}"
+        )
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or (positive and np.any(w <= 0)):
+        bound = "> 0" if positive else ">= 0"
+        raise ValueError(f"weights must be finite and {bound}")
+    wp = np.asarray(prior_weight, dtype=float)
+    if wp.ndim == 0:
+        wp = np.full(w.shape[0], float(wp))
+    if wp.shape != (w.shape[0],):
+        raise ValueError(
+            f"prior_weight must be a scalar or have shape ({w.shape[0]},), got {wp.shape}"
+        )
+    if not np.all(np.isfinite(wp)) or np.any(wp < 0):
+        raise ValueError("prior_weight must be finite and >= 0")
+    return w, wp
+
+
+def check_positive(value: float, name: str) -> float:
+    """A finite ``value > 0``."""
+    value = float(value)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
+    return value
+
+
+def check_max_iter(value: int, name: str) -> int:
+    """An int ``value >= 1``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
