@@ -23,6 +23,9 @@ from typing import Any
 
 import cmdstanpy
 
+from stanflow import toolchain
+from stanflow.toolchain.layout import stanflow_home
+
 PathLike = str | os.PathLike
 
 STAN_DIR = Path(__file__).resolve().parent.parent / "stan"
@@ -59,16 +62,6 @@ class CompileError(RuntimeError):
     def __init__(self, message: str, console: str) -> None:
         super().__init__(message)
         self.console = console
-
-
-def stanflow_home() -> Path:
-    """Return stanflow's cache root: ``$STANFLOW_HOME`` or ``~/.cache/stanflow``."""
-    home = os.environ.get("STANFLOW_HOME")
-    return (
-        Path(home).expanduser().absolute()
-        if home
-        else Path.home() / ".cache" / "stanflow"
-    )
 
 
 def cache_dir() -> Path:
@@ -371,8 +364,6 @@ def compile_model(
             "itself; pass include_paths= instead"
         )
     code, origins = _Renderer(include_paths, slots).run(source)
-    from stanflow import toolchain  # imported here: rendering must work without it
-
     identity = toolchain.identity()
     key = cache_key(
         code, name=name, toolchain=identity, cpp_options=cpp, stanc_options=stanc
