@@ -63,6 +63,10 @@ def test_gpc_bad_input():
         gpc(y)
     with pytest.raises(ValueError, match="backend"):
         gpc(y, bounds=(0, 8), backend="mcmc")
+    with pytest.raises(ValueError, match="design"):
+        gpc(y, bounds=(0, 8), backend="stan", design="importance")
+    with pytest.raises(ValueError, match="proposal_scale"):
+        gpc(y, bounds=(0, 8), backend="stan", proposal_scale=2.0)
     with pytest.raises(ValueError, match="alpha"):
         gpc(y, bounds=(0, 8), alpha=0)
     with pytest.raises(ValueError, match="omega0"):
@@ -121,8 +125,9 @@ def test_gpc_grid_median_centres_near_omega_star():
 
 
 @pytest.mark.e2e
-def test_gpc_stan_agrees_with_grid(tmp_path, cmdstan):
-    """Same resamples, same omega path length: Stan (NUTS, run layer) vs exact grid.
+def test_gpc_stan_resample_design_agrees_with_grid(tmp_path, cmdstan):
+    """Same resamples, same omega path length: Stan (NUTS per resample, run layer)
+    vs exact grid.
 
     Coverage at each step is a fraction of B = 20 resamples; Monte Carlo error in
     the interval ends can flip a resample whose interval ends near the estimate,
@@ -130,12 +135,53 @@ def test_gpc_stan_agrees_with_grid(tmp_path, cmdstan):
     y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
     kwargs = dict(bounds=(0, 8), B=20, seed=3, max_steps=3, eps=0.0)
     g = gpc(y, backend="grid", grid_points=801, **kwargs).calibration
-    s = gpc(y, backend="stan", draws=2000, warmup=300, out_dir=tmp_path, **kwargs).calibration
-    assert s.attrs["backend"] == "stan"
+    s = gpc(y, backend="stan", design="resample", draws=2000, warmup=300,
+            out_dir=tmp_path, **kwargs).calibration
+    assert s.attrs["backend"] == "stan" and s.attrs["design"] == "resample"
     np.testing.assert_allclose(s["coverage_path"], g["coverage_path"], atol=0.1 + 1e-9)
     assert float(s["omega"]) == pytest.approx(float(g["omega"]), abs=0.15)
     assert np.all(s["step_sampling_time"] > 0)
     assert (tmp_path / "step-00" / "plan.json").is_file()
+
+
+@pytest.mark.e2e
+def test_gpc_stan_reweight_design_agrees_with_grid(tmp_path, cmdstan):
+    """The default design: one proposal run reweighted to every resample and step.
+
+    B = 200 resamples against the exact grid coverage at each omega of the path
+    (3 steps from 0.5 upwards, eps = 0 so that all three run). Measured: equal or
+    one resample apart; the tolerance allows three (0.015)."""
+    y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
+    kwargs = dict(bounds=(0, 8), B=200, seed=3, max_steps=3, eps=0.0, omega0=0.5)
+    g = gpc(y, backend="grid", grid_points=2001, **kwargs).calibration
+    s = gpc(y, backend="stan", out_dir=tmp_path, **kwargs).calibration
+    assert s.attrs["design"] == "reweight"
+    np.testing.assert_allclose(s["omega_path"][0], 0.5)
+    for t in range(3):
+        exact = gpc(y, backend="grid", grid_points=2001, **{
+            **kwargs, "max_steps": 1, "omega0": float(s["omega_path"][t])}).calibration
+        assert float(s["coverage_path"][t]) == pytest.approx(
+            float(exact["coverage_path"][0]), abs=0.015 + 1e-9)
+    assert float(s["omega"]) == pytest.approx(float(g["omega"]), abs=0.05)
+    assert np.all(s["ess_min"] > 0) and np.all(s["ess_median"] > 1000)
+    assert np.all(s["omega_ref"] == 0.125)  # one proposal served all steps
+    assert (tmp_path / "proposal-00" / "plan.json").is_file()
+
+
+@pytest.mark.e2e
+def test_gpc_reweight_samples_poorly_served_resamples_directly(tmp_path, cmdstan):
+    """With min_ess above any attainable ESS every resample is sampled directly
+    (so this is the resample design) and the proposal is redrawn at each new
+    omega; the coverage still agrees with the exact grid."""
+    y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
+    kwargs = dict(bounds=(0, 8), B=20, seed=3, max_steps=2, eps=0.0)
+    g = gpc(y, backend="grid", grid_points=801, **kwargs).calibration
+    s = gpc(y, backend="stan", min_ess=1e9, proposal_draws=2000, draws=2000,
+            out_dir=tmp_path, **kwargs).calibration
+    np.testing.assert_array_equal(s["n_direct"], [20, 20])
+    assert float(s["omega_ref"][1]) == pytest.approx(0.25 * float(s["omega_path"][1]))
+    np.testing.assert_allclose(s["coverage_path"], g["coverage_path"], atol=0.1 + 1e-9)
+    assert (tmp_path / "direct-01" / "plan.json").is_file()
 
 
 # ---------------------------------------------------------------- Holmes-Walker

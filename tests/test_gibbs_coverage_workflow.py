@@ -35,6 +35,8 @@ def test_gibbs_coverage_quick(tmp_path):
         assert abs(summary["coverage_n400"][omega] - expected) < 4 * se, omega
     assert 0.4 < summary["crossing_n400"] < 1.0
     assert summary["calibrated_omega"]["plugin"] == pytest.approx(0.6266, abs=0.03)
+    # GPC starts at omega = 1, where the intervals under-cover, so it must come down.
+    assert 0.45 < summary["calibrated_omega"]["gpc"] < 1.0
 
     data = idata.load(tmp_path / "gibbs_coverage.nc")
     assert data.calibration["omega"].dims == ("n", "replicate")

@@ -150,3 +150,41 @@ def test_a_loss_file_that_does_not_compile_is_named_in_the_error(cmdstan, tmp_pa
     )
     with pytest.raises(CompileError, match=re.escape(LOSS_SIGNATURE)):
         gibbs_model(misnamed)
+
+
+def test_quantile_regression_matches_a_two_dimensional_grid(cmdstan):
+    """linear.stan with the check loss and N(0, 10^2) priors: the marginal
+    quantiles of both coefficients against an exact 400 x 400 grid posterior,
+    and the saved pointwise losses against the NumPy check loss."""
+    rng = np.random.default_rng(21)
+    x = rng.chisquare(2, size=50) - 2
+    y = 2 + x + rng.normal(0, 2, size=50)
+    X = np.column_stack([np.ones(50), x])
+    omega, tau = 0.8, 0.5
+    idata = posterior(
+        y, omega=omega, loss="check", loss_params={"tau": tau}, prior="normal",
+        prior_params={"mean": 0, "sd": 10}, X=X, chains=4, iter_sampling=2000, seed=3,
+        save_pointwise_loss=True,
+    )
+    beta = idata.posterior["beta"].values.reshape(-1, 2)
+    centre, spread = beta.mean(axis=0), beta.std(axis=0)
+    axes = [np.linspace(c - 7 * s, c + 7 * s, 400) for c, s in zip(centre, spread)]
+    b0, b1 = np.meshgrid(*axes, indexing="ij")
+    check = loss_function("check", {"tau": tau})
+    total = check(y[:, None, None], b0[None] + b1[None] * x[:, None, None]).sum(axis=0)
+    log_post = -omega * total - (b0**2 + b1**2) / (2 * 10**2)
+    weights = np.exp(log_post - log_post.max())
+    for k, axis in enumerate(axes):
+        marginal = weights.sum(axis=1 - k)
+        cdf = np.cumsum(marginal) / marginal.sum()
+        exact = np.interp(PROBS, cdf, axis)
+        draws = idata.posterior["beta"].sel(coef=idata.posterior["coef"][k])
+        mcse = [
+            float(az.mcse(draws.to_dataset(name="b"), method="quantile", prob=p)["b"])
+            for p in PROBS
+        ]
+        np.testing.assert_array_less(np.abs(np.quantile(draws.values, PROBS) - exact),
+                                     4 * np.array(mcse) + (axis[1] - axis[0]))
+    saved = idata.posterior["pointwise_loss"].values.reshape(-1, 50)
+    # The CSV holds 6 significant digits of both the draws and the losses.
+    np.testing.assert_allclose(saved, check(y[None, :], beta @ X.T), rtol=1e-4, atol=1e-4)

@@ -8,24 +8,29 @@ Three examples:
     R replications; then the coverage of the true median by the 95% intervals
     at each method's own omega, over the same replications;
 (b) the quantile regression n = 50, X ~ chi2_2 - 2, Y = 2 + X + N(0, 2^2),
-    tau = 0.5 (check loss, coefficients (intercept, slope)): plug-in,
-    Holmes-Walker and, in the full run, GPC through Stan (run layer) on one
-    data set;
+    tau = 0.5 (check loss, coefficients (intercept, slope), N(0, 10^2) priors):
+    plug-in, Holmes-Walker and GPC through Stan (reweight design, B = 200) on
+    each of R data sets (40; ``--quick``: 2), then each method's Gibbs posterior
+    (Stan, run layer) and the coverage of the true (2, 1) by the 95% ellipsoid
+    and of the slope by its 95% interval;
 (c) a misspecified normal linear regression for SafeBayes (Grunwald and van
     Ommen's wrong-model data: degree-50 Legendre regression, noise variance
     1/40, half the points replaced by (x = 0, y = 0)): the R-log and I-log
-    learning rates over R replications.
+    learning rates over R replications, and the squared error of the posterior
+    mean regression function at each chosen rate and at eta = 1.
 
 Writes ``gibbs_calibrate.nc`` (groups ``calibration_median``,
 ``calibration_quantreg``, ``calibration_safebayes``, ``coverage``) and
-``summary.json`` (``table``: example -> method -> omega; ``coverage_median``:
-method -> coverage), and prints the table.
+``summary.json`` (``table``: example -> method -> omega, medians over the
+replications; ``coverage_median``: method -> coverage; ``coverage_quantreg``:
+method -> {joint, slope}), and prints the table.
 """
 
 from __future__ import annotations
 
 import math
 import sys
+import tempfile
 from pathlib import Path
 
 import arviz as az
@@ -35,7 +40,7 @@ import xarray as xr
 from stanflow.gibbs import calibrate, grid, loss_function
 from stanflow.gibbs.gpc import gpc
 from stanflow.gibbs.information import information_matching
-from stanflow.gibbs.safebayes import safebayes
+from stanflow.gibbs.safebayes import power_posterior_mean, safebayes
 from stanflow.idata import save
 from stanflow.workflows import main
 
@@ -83,57 +88,103 @@ def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Da
     )
 
 
-def quantreg_example(rng: np.random.Generator, with_stan: bool, B: int) -> xr.Dataset:
-    """Plug-in, Holmes-Walker and (optionally) Stan GPC on one quantile regression."""
-    n = 50
-    x = rng.chisquare(2, size=n) - 2
-    y = 2 + x + rng.normal(0, 2, size=n)
-    X = np.column_stack([np.ones(n), x])
-    from stanflow.gibbs.gpc import risk_minimiser
+def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.Dataset:
+    """Plug-in, Holmes-Walker and Stan GPC omegas on R quantile regressions, and
+    the coverage of the true coefficients (2, 1) by each method's Gibbs posterior."""
+    from stanflow.gibbs.gpc import draws_coverage, risk_minimiser
+    from stanflow.gibbs.sampling import gibbs_model, stan_data
+    from stanflow.runs import RunSet, RunSpec
 
-    beta = risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
-    kw = dict(loss="check", loss_params={"tau": 0.5}, X=X, estimate=beta)
-    methods = {
-        "plugin": float(calibrate(y, **kw).calibration["omega"]),
-        "holmes_walker": float(information_matching(y, **kw).calibration["omega"]),
-    }
-    if with_stan:
-        c = gpc(y, **kw, prior="normal", prior_params={"mean": 0, "sd": 10},
-                backend="stan", B=B, seed=1, draws=1000, warmup=300).calibration
-        methods["gpc"] = float(c["omega"])
+    n, truth = 50, np.array([2.0, 1.0])
+    kw = dict(loss="check", loss_params={"tau": 0.5})
+    prior = dict(prior="normal", prior_params={"mean": 0, "sd": 10})
+    data, omegas, estimates = [], [], []
+    for r in range(replications):
+        x = rng.chisquare(2, size=n) - 2
+        y = 2 + x + rng.normal(0, 2, size=n)
+        X = np.column_stack([np.ones(n), x])
+        beta = risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
+        omegas.append([
+            float(calibrate(y, **kw, X=X, estimate=beta).calibration["omega"]),
+            float(information_matching(y, **kw, X=X, estimate=beta).calibration["omega"]),
+            float(gpc(y, **kw, **prior, X=X, estimate=beta, backend="stan", B=B,
+                      seed=r).calibration["omega"]),
+        ])
+        data.append((y, X))
+        estimates.append(beta)
+    omegas = np.array(omegas).T  # (calibrator, replicate)
+    specs = [
+        RunSpec(data=stan_data(y, omega=omegas[k, r], **kw, **prior, X=X),
+                args={"num_samples": 2000, "num_warmup": 500})
+        for k in range(3)
+        for r, (y, X) in enumerate(data)
+    ]
+    with tempfile.TemporaryDirectory() as folder:
+        runset = RunSet(gibbs_model("check", "normal", linear=True), specs,
+                        out_dir=folder, root_seed=SEED)
+        failed = [result.index for result in runset.run(progress=False) if not result.ok]
+        if failed:
+            raise RuntimeError(f"quantile regression posteriors {failed} failed")
+        beta_draws = runset.to_inference_data().posterior["beta"]
+    draws = beta_draws.stack(sample=("chain", "draw")).transpose("run", "sample", ...).values
+    draws = draws.reshape(3, replications, *draws.shape[1:])
+    joint = [draws_coverage(draws[k], truth, 1 - LEVEL) for k in range(3)]
+    slope = [draws_coverage(draws[k][:, :, 1], truth[1], 1 - LEVEL) for k in range(3)]
     return xr.Dataset(
-        {"omega": (("calibrator",), list(methods.values())), "estimate": (("coef",), beta)},
-        coords={"calibrator": list(methods), "coef": ["intercept", "slope"]},
-        attrs={"n": n, "tau": 0.5},
+        {
+            "omega": (("calibrator", "replicate"), omegas),
+            "estimate": (("replicate", "coef"), np.array(estimates)),
+            "coverage_joint": (("calibrator",), joint),
+            "coverage_slope": (("calibrator",), slope),
+        },
+        coords={"calibrator": ["plugin", "holmes_walker", "gpc"], "coef": ["intercept", "slope"]},
+        attrs={"n": n, "tau": 0.5, "truth": truth, "B": B, "level": LEVEL,
+               "region": "joint: Mahalanobis ellipsoid of the draws; slope: equal-tailed"},
     )
 
 
 def safebayes_example(rng: np.random.Generator, replications: int) -> xr.Dataset:
-    """SafeBayes R-log / I-log on Grunwald-van Ommen wrong-model data."""
-    chosen = []
+    """SafeBayes R-log / I-log on Grunwald-van Ommen wrong-model data, and the
+    squared error of the resulting posterior-mean regression function."""
+    x_test = np.linspace(-1, 1, 1001)
+    X_test = np.polynomial.legendre.legvander(x_test, 50)
+    chosen, errors = [], []
     for _ in range(replications):
         x = rng.uniform(-1, 1, 100)
         X = np.polynomial.legendre.legvander(x, 50)
-        y = 0.1 * (x + x**2) + rng.normal(0, 1 / math.sqrt(40), 100)
+        y = _wrong_model_truth(x) + rng.normal(0, 1 / math.sqrt(40), 100)
         easy = rng.random(100) < 0.5
         X[easy], y[easy] = 0.0, 0.0
-        chosen.append(safebayes(y, X).calibration["omega"].values)
+        etas = safebayes(y, X).calibration["omega"].values
+        chosen.append(etas)
+        errors.append([
+            np.mean((X_test @ power_posterior_mean(y, X, eta) - _wrong_model_truth(x_test)) ** 2)
+            for eta in (*etas, 1.0)
+        ])
     return xr.Dataset(
-        {"omega": (("replicate", "variant"), np.array(chosen))},
-        coords={"variant": ["r-log", "i-log"]},
-        attrs={"n": 100, "degree": 50},
+        {
+            "omega": (("replicate", "variant"), np.array(chosen)),
+            "squared_error": (("replicate", "fit"), np.array(errors)),
+        },
+        coords={"variant": ["r-log", "i-log"], "fit": ["r-log", "i-log", "bayes"]},
+        attrs={"n": 100, "degree": 50, "squared_error": "mean over x in [-1, 1] of "
+               "(posterior-mean regression - truth)^2; bayes: eta = 1"},
     )
+
+
+def _wrong_model_truth(x: np.ndarray) -> np.ndarray:
+    return 0.1 * (x + x**2)
 
 
 def run(out: Path, quick: bool) -> dict:
     """Run the three examples, save the InferenceData, return the summary."""
     rng = np.random.default_rng(SEED)
     med = median_example(rng, 20 if quick else 200, 200)
-    qr = quantreg_example(rng, with_stan=not quick, B=200)
+    qr = quantreg_example(rng, 2 if quick else 40, 200)
     sb = safebayes_example(rng, 5 if quick else 50)
     table = {
         "median": {str(m): float(med["omega"].sel(calibrator=m).median()) for m in med["calibrator"].values},
-        "quantreg": {str(m): float(v) for m, v in zip(qr["calibrator"].values, qr["omega"].values)},
+        "quantreg": {str(m): float(qr["omega"].sel(calibrator=m).median()) for m in qr["calibrator"].values},
         "safebayes": {str(v): float(sb["omega"].sel(variant=v).median()) for v in sb["variant"].values},
     }
     save(
@@ -148,9 +199,20 @@ def run(out: Path, quick: bool) -> dict:
             print(f"{example:<10} {method:<14} {value:.4f}")
     coverage = {str(m): float(med["coverage"].sel(calibrator=m)) for m in med["calibrator"].values}
     print("coverage of the true median (n = 50):", coverage)
+    coverage_qr = {
+        str(m): {"joint": float(qr["coverage_joint"].sel(calibrator=m)),
+                 "slope": float(qr["coverage_slope"].sel(calibrator=m))}
+        for m in qr["calibrator"].values
+    }
+    print("coverage of the true quantile-regression coefficients (n = 50):", coverage_qr)
+    error = {str(f): float(sb["squared_error"].sel(fit=f).median()) for f in sb["fit"].values}
+    print("misspecified regression, squared error of the posterior mean:", error)
     return {
         "table": table,
         "coverage_median": coverage,
+        "coverage_quantreg": coverage_qr,
+        "replications_quantreg": int(qr.sizes["replicate"]),
+        "safebayes_squared_error": error,
         "omega_star_median": OMEGA_STAR,
         "replications_median": int(med.sizes["replicate"]),
         "quick": quick,

@@ -11,7 +11,12 @@ For ``n = 50`` and ``n = 400`` and 2000 replications (``--quick``: 200), the
 coverage is estimated on a grid of learning rates, with Monte Carlo standard
 errors ``sqrt(c (1 - c) / R)``; the plug-in learning rate
 (``stanflow.gibbs.plugin``, ``2 f_hat(m_hat)`` by a kernel density estimate) is
-computed for every replication. Writes into ``--out``:
+computed for every replication, and Syring and Martin's bootstrap calibration
+(``stanflow.gibbs.gpc``, exact grid backend, its defaults B = 200, eps = 0.01,
+at most 16 steps from omega = 1, and again started from the replication's plug-in
+rate) for the first 100 replications (``--quick``: 4).
+In one dimension Holmes and Walker's information matching is the plug-in.
+Writes into ``--out``:
 
 - ``gibbs_coverage.png``: left, Gibbs posteriors for several learning rates on
   one data set (n = 400) beside the Gaussian-model posterior (flat prior on the
@@ -19,7 +24,9 @@ computed for every replication. Writes into ``--out``:
   median; right, coverage against the learning rate with the asymptotic curve
   and the spread of the plug-in learning rates;
 - ``gibbs_coverage.nc``: groups ``calibration`` (plug-in results by ``n`` and
-  ``replicate``) and ``coverage`` (by ``n`` and ``omega``);
+  ``replicate``; ``gpc_omega``, ``gpc_steps``, ``gpc_from_plugin_omega``,
+  ``gpc_from_plugin_steps`` by ``n`` and ``gpc_replicate``)
+  and ``coverage`` (by ``n`` and ``omega``);
 - ``summary.json``: ``omega_star``, ``coverage_n400``, ``coverage_n50`` and
   ``coverage_formula`` (omega -> coverage), ``calibrated_omega`` (method ->
   median over the n = 400 replications), Monte Carlo errors, the largest
@@ -44,6 +51,7 @@ import pandas as pd
 import xarray as xr
 
 from stanflow.gibbs import calibrate, grid, loss_function
+from stanflow.gibbs.gpc import gpc
 from stanflow.idata import save
 from stanflow.workflows import main, save_figure
 
@@ -61,6 +69,7 @@ GRID_POINTS = 2001
 LEVEL = 0.95
 Z_LEVEL = 1.96
 CHUNK = 100
+GPC_REPLICATIONS = {True: 4, False: 100}
 
 
 def gamma2_median() -> float:
@@ -78,9 +87,10 @@ def formula(omega: np.ndarray, omega_star: float) -> np.ndarray:
 
 
 def coverage(
-    rng: np.random.Generator, n: int, replications: int, median: float
+    rng: np.random.Generator, n: int, replications: int, median: float, n_gpc: int
 ) -> tuple[np.ndarray, xr.Dataset]:
-    """Coverage of ``median`` per learning rate, and the plug-in calibrations."""
+    """Coverage of ``median`` per learning rate, the plug-in calibrations of all
+    replications and the GPC calibrations of the first ``n_gpc``."""
     theta = np.linspace(*PRIOR_SUPPORT, GRID_POINTS)
     y = rng.gamma(2.0, 1.0, size=(replications, n))
     covered = []
@@ -90,7 +100,16 @@ def coverage(
             grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
         )
         covered.append((lower <= median) & (median <= upper))
-    return np.concatenate(covered).mean(axis=0), calibrate(y).calibration
+    calibrations = calibrate(y).calibration
+    for name, start in (("gpc", None), ("gpc_from_plugin", calibrations["omega"].values)):
+        runs = [
+            gpc(y[r], bounds=PRIOR_SUPPORT, seed=SEED + r,
+                omega0=1.0 if start is None else float(start[r])).calibration
+            for r in range(n_gpc)
+        ]
+        calibrations[f"{name}_omega"] = ("gpc_replicate", [float(c["omega"]) for c in runs])
+        calibrations[f"{name}_steps"] = ("gpc_replicate", [int(c["steps"]) for c in runs])
+    return np.concatenate(covered).mean(axis=0), calibrations
 
 
 def run(out: Path, quick: bool) -> dict:
@@ -101,7 +120,9 @@ def run(out: Path, quick: bool) -> dict:
     omega_star = 2 * density_at_median
     rng = np.random.default_rng(SEED)
 
-    results = {n: coverage(rng, n, replications, median) for n in SIZES}
+    results = {
+        n: coverage(rng, n, replications, median, GPC_REPLICATIONS[quick]) for n in SIZES
+    }
     rates = np.array([results[n][0] for n in SIZES])
     mcse = np.sqrt(rates * (1 - rates) / replications)
     expected = formula(np.array(OMEGAS), omega_star)
@@ -110,6 +131,8 @@ def run(out: Path, quick: bool) -> dict:
         [results[n][1] for n in SIZES], dim=pd.Index(SIZES, name="n")
     )
     plugin_median = calibrations["omega"].median("replicate")
+    gpc_median = calibrations["gpc_omega"].median("gpc_replicate")
+    gpc_plugin_median = calibrations["gpc_from_plugin_omega"].median("gpc_replicate")
     save(
         az.InferenceData(
             calibration=calibrations,
@@ -137,7 +160,7 @@ def run(out: Path, quick: bool) -> dict:
     top = figure.add_subplot(layout[:2, 1])
     bottom = figure.add_subplot(layout[2, 1], sharex=top)
     _plot_coverage(
-        top, bottom, rates, mcse, calibrations["omega"], omega_star, replications
+        top, bottom, rates, mcse, calibrations, omega_star, replications
     )
     save_figure(figure, out / "gibbs_coverage.png")
 
@@ -156,8 +179,17 @@ def run(out: Path, quick: bool) -> dict:
         "max_abs_z_n400": float(np.max(np.abs(z[SIZES.index(400)]))),
         "crossing_n400": _crossing(rates[SIZES.index(400)]),
         "crossing_n50": _crossing(rates[SIZES.index(50)]),
-        "calibrated_omega": {"plugin": float(plugin_median.sel(n=400))},
-        "calibrated_omega_n50": {"plugin": float(plugin_median.sel(n=50))},
+        "calibrated_omega": {
+            "plugin": float(plugin_median.sel(n=400)),
+            "gpc": float(gpc_median.sel(n=400)),
+            "gpc_from_plugin": float(gpc_plugin_median.sel(n=400)),
+        },
+        "calibrated_omega_n50": {
+            "plugin": float(plugin_median.sel(n=50)),
+            "gpc": float(gpc_median.sel(n=50)),
+            "gpc_from_plugin": float(gpc_plugin_median.sel(n=50)),
+        },
+        "gpc_replications": GPC_REPLICATIONS[quick],
         "replications": replications,
         "grid_points": GRID_POINTS,
         "seed": SEED,
@@ -218,7 +250,7 @@ def _plot_posteriors(axis, y: np.ndarray, median: float, omega_star: float) -> N
     axis.legend(fontsize=8, loc="upper right")
 
 
-def _plot_coverage(top, bottom, rates, mcse, plugin, omega_star, replications) -> None:
+def _plot_coverage(top, bottom, rates, mcse, calibrations, omega_star, replications) -> None:
     """Coverage against omega (top) and its distance from the formula (bottom)."""
     dense = np.geomspace(0.15, 12, 300)
     omegas = np.array(OMEGAS)
@@ -256,17 +288,22 @@ def _plot_coverage(top, bottom, rates, mcse, plugin, omega_star, replications) -
                 label=f"n = {n}: grid posteriors, {replications} replications "
                 "(95% Monte Carlo error)",
             )
-        low, mid, high = np.quantile(plugin.sel(n=n), [0.1, 0.5, 0.9])
-        top.errorbar(
-            mid,
-            0.12 if n == 400 else 0.06,
-            xerr=[[mid - low], [high - mid]],
-            color=colour,
-            marker="D",
-            capsize=3,
-            lw=2,
-            label=f"n = {n}: plug-in omega (median, 10-90% over replications)",
-        )
+        for variable, height, marker, name in (
+            ("omega", 0.12, "D", "plug-in"),
+            ("gpc_omega", 0.27, "v", "GPC"),
+        ):
+            values = calibrations[variable].sel(n=n)
+            low, mid, high = np.quantile(values, [0.1, 0.5, 0.9])
+            top.errorbar(
+                mid,
+                height if n == 400 else height - 0.06,
+                xerr=[[mid - low], [high - mid]],
+                color=colour,
+                marker=marker,
+                capsize=3,
+                lw=2,
+                label=f"n = {n}: {name} omega (median, 10-90% over {values.size} replications)",
+            )
     for axis in (top, bottom):
         axis.axvline(omega_star, color="grey", lw=0.8, ls=":")
         axis.set_xscale("log")
@@ -282,7 +319,7 @@ def _plot_coverage(top, bottom, rates, mcse, plugin, omega_star, replications) -
     top.set_ylim(0, 1.02)
     top.set_ylabel(f"coverage of m by {LEVEL:.0%} intervals")
     top.set_title("Coverage of the true median against the learning rate")
-    top.legend(fontsize=8, loc="lower left", bbox_to_anchor=(0.0, 0.2))
+    top.legend(fontsize=7, loc="lower left", bbox_to_anchor=(0.0, 0.33))
     top.tick_params(labelbottom=False)
     bottom.axhline(0, color="black", lw=1.2)
     bottom.set_xlabel("learning rate omega")

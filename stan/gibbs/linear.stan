@@ -2,7 +2,9 @@
 // (quantile regression, robust regression, linear classifiers, ...):
 //   target += -omega * sum_i loss(y[i], f[i], loss_params)
 //             + log_prior(beta, prior_params)
-// with beta in [lower_bound, upper_bound] elementwise. Slots (docs/gibbs.md):
+// with beta in [lower_bound, upper_bound] elementwise. With save_pointwise_loss = 1
+// the losses loss(y[i], f[i]) of every draw are saved (importance reweighting of
+// bootstrap resamples and learning rates, stanflow.gibbs.reweighting). Slots (docs/gibbs.md):
 //   loss.stanfunctions:  real loss(real y, real f, vector loss_params)
 //   prior.stanfunctions: real log_prior(vector theta, vector prior_params)
 functions {
@@ -19,6 +21,7 @@ data {
   vector[n_loss_params] loss_params;
   int<lower=0> n_prior_params;
   vector[n_prior_params] prior_params;
+  int<lower=0, upper=1> save_pointwise_loss;
   vector[K] lower_bound;
   vector<lower=lower_bound>[K] upper_bound;
 }
@@ -32,4 +35,13 @@ model {
     total_loss += loss(y[i], f[i], loss_params);
   }
   target += -omega * total_loss + log_prior(beta, prior_params);
+}
+generated quantities {
+  vector[save_pointwise_loss ? N : 0] pointwise_loss;
+  if (save_pointwise_loss) {
+    vector[N] f = X * beta;
+    for (i in 1 : N) {
+      pointwise_loss[i] = loss(y[i], f[i], loss_params);
+    }
+  }
 }

@@ -28,10 +28,19 @@ Two backends evaluate step 2:
 - ``"grid"``: exact grid posteriors (:mod:`stanflow.gibbs.grid`), scalar
   parameter only; the ``B`` total-loss curves are computed once, each step costs
   one vectorised normalisation;
-- ``"stan"``: one :class:`stanflow.runs.RunSet` per step whose runs are the ``B``
-  resamples (data: the resample with that step's ``omega``) of the compiled
-  template, so the run layer's batch mode packs them into a few processes. All
-  steps use one root seed: run ``b`` gets the same sampler seed at every step.
+- ``"stan"``: the template compiled once, run through the run layer, in one
+  of two designs.
+  ``"reweight"`` (default): one proposal sample, the full-data Gibbs posterior
+  at a quarter of the current ``omega``, serves all ``B`` resamples at every
+  step through importance weights (:mod:`stanflow.gibbs.reweighting`: a
+  resample is a vector of counts, so its loss is a weighted sum of the
+  pointwise losses the template saves). A step costs a matrix product instead
+  of ``B`` posterior runs; resamples the proposal serves poorly (small
+  effective sample size) are sampled directly, and the proposal is redrawn
+  when many are. ``"resample"``: one :class:`stanflow.runs.RunSet` per step
+  whose runs are the ``B`` resamples at that step's ``omega`` (batch mode
+  packs them into a few processes); exact MCMC for every resample, about
+  ``B`` times the cost. All run sets use one root seed.
 
 The pieces are pure functions (:func:`bootstrap_indices`, :func:`update`,
 :func:`converged`, :func:`grid_coverage`, :func:`draws_coverage`); :func:`gpc`
@@ -58,6 +67,8 @@ from stanflow.gibbs.plugin import location_estimate
 from stanflow.gibbs.priors import log_prior_on_grid
 
 BACKENDS = ("grid", "stan")
+DESIGNS = ("reweight", "resample")
+REDRAW_SHARE = 0.1
 STEP_EXPONENT = 0.51
 
 
@@ -234,6 +245,7 @@ def gpc(
     bounds: tuple[Any, Any] | None = None,
     estimate: float | np.ndarray | None = None,
     backend: str = "grid",
+    design: str = "reweight",
     B: int = 200,
     alpha: float = 0.05,
     eps: float = 0.01,
@@ -243,6 +255,10 @@ def gpc(
     grid_points: int = 801,
     draws: int = 1000,
     warmup: int = 300,
+    proposal_draws: int = 20000,
+    proposal_chains: int = 4,
+    proposal_scale: float = 0.25,
+    min_ess: float = 1000.0,
     out_dir: str | os.PathLike | None = None,
     executor: Any = None,
     progress: bool = False,
@@ -266,6 +282,15 @@ def gpc(
         minimiser (golden-section search over ``bounds`` for a location,
         :func:`risk_minimiser` with ``X``).
     backend : {"grid", "stan"}, default "grid"
+    design : {"reweight", "resample"}, default "reweight"
+        How the Stan backend gets the ``B`` posteriors of a step.
+        ``"reweight"``: one proposal sample (the full-data posterior at
+        ``proposal_scale * omega``) serves every resample and every step by
+        importance weights (:mod:`stanflow.gibbs.reweighting`); it is drawn
+        again when the smallest effective sample size over the resamples drops
+        below ``min_ess`` for many resamples, and resamples it serves poorly
+        are sampled directly. ``"resample"``: every step samples every resample
+        (``B`` runs of ``draws`` draws).
     B : int, default 200
         Bootstrap resamples.
     alpha : float, default 0.05
@@ -282,8 +307,20 @@ def gpc(
     grid_points : int, default 801
         Grid size (grid backend).
     draws, warmup : int, default 1000, 300
-        Posterior draws and warm-up iterations per resample (Stan backend, one
-        chain each).
+        Posterior draws per directly sampled resample (one chain each: every
+        resample in the ``resample`` design, the poorly served ones in
+        ``reweight``) and warm-up iterations of every chain (Stan backend).
+    proposal_draws, proposal_chains : int, default 20000, 4
+        ``reweight`` design: draws of the proposal, split over this many runs of
+        one chain.
+    proposal_scale : float, default 0.25
+        ``reweight`` design: the proposal's learning rate relative to the
+        current ``omega`` (below 1, so the proposal is wider than the targets
+        and the weights are bounded).
+    min_ess : float, default 1000
+        ``reweight`` design: a resample whose weights have a smaller Kish
+        effective sample size is sampled directly; when more than 10% are, the
+        proposal is redrawn at the current ``omega`` first.
     out_dir : path, optional
         Stan backend: the run sets go to ``out_dir/step-XX``; default a
         temporary folder, removed afterwards.
@@ -299,12 +336,23 @@ def gpc(
         updated value, or the rate that met the tolerance), ``estimate`` (dim
         ``param``), per step (dim ``step``) ``omega_path`` and ``coverage_path``
         and, for Stan, ``step_wall_time`` and ``step_sampling_time`` (sum of the
-        runs' CSV times); ``converged`` and ``steps``. Attributes: method,
-        backend, B, alpha, eps, seed, loss, loss_params, region.
+        runs' CSV times; for ``reweight`` also ``ess_min``, ``ess_median``,
+        ``n_direct`` (resamples sampled directly) and ``omega_ref``, the
+        proposal's rate); ``converged`` and ``steps``.
+        Attributes: method, backend, design, B, alpha, eps, seed, loss,
+        loss_params, region.
     """
     _check_alpha(alpha)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if design not in DESIGNS:
+        raise ValueError(f"design must be one of {DESIGNS}, got {design!r}")
+    proposal_draws = _positive_int(proposal_draws, "proposal_draws")
+    proposal_chains = _positive_int(proposal_chains, "proposal_chains")
+    if not (isinstance(proposal_scale, (int, float)) and 0 < proposal_scale <= 1):
+        raise ValueError(f"proposal_scale must be in (0, 1], got {proposal_scale!r}")
+    if not (isinstance(min_ess, (int, float)) and min_ess >= 0):
+        raise ValueError(f"min_ess must be a number >= 0, got {min_ess!r}")
     B = _positive_int(B, "B")
     max_steps = _positive_int(max_steps, "max_steps")
     if not (isinstance(eps, (int, float)) and math.isfinite(eps) and eps >= 0):
@@ -339,10 +387,17 @@ def gpc(
 
         def evaluate(omega: float, t: int) -> dict[str, float]:
             return {"coverage": grid_coverage(theta, sums, omega, float(estimate[0]), alpha, log_prior)[0]}
-    else:
+    elif design == "resample":
         evaluate = _stan_evaluator(
             y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
-            bounds, draws, warmup, seed, out_dir, executor, progress,
+            bounds, _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir,
+            executor, progress,
+        )
+    else:
+        evaluate = _reweight_evaluator(
+            y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
+            bounds, _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir,
+            executor, progress, proposal_draws, proposal_chains, float(proposal_scale), float(min_ess),
         )
 
     omegas: list[float] = []
@@ -380,6 +435,7 @@ def gpc(
             "method": "gpc",
             "reference": "Syring and Martin (2019), Biometrika 106(2) 479-486",
             "backend": backend,
+            "design": design if backend == "stan" else "exact grid",
             "B": B,
             "alpha": alpha,
             "eps": eps,
@@ -399,19 +455,11 @@ def _stan_evaluator(
     y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
     bounds, draws, warmup, seed, out_dir, executor, progress,
 ) -> Callable[[float, int], dict[str, float]]:
-    """The Stan backend's step: one RunSet of the B resamples at ``omega``."""
-    import shutil
-    import tempfile
+    """The ``resample`` design's step: one RunSet of the B resamples at ``omega``."""
+    from stanflow.gibbs.sampling import stan_data
+    from stanflow.runs import RunSpec
 
-    from stanflow.gibbs.sampling import gibbs_model, stan_data
-    from stanflow.runs import RunSet, RunSpec
-
-    model = gibbs_model(loss, prior, linear=X is not None)
-    draws, warmup = _positive_int(draws, "draws"), int(warmup)
-    if warmup < 0:
-        raise ValueError(f"warmup must be >= 0, got {warmup!r}")
-    own = out_dir is None
-    root = Path(tempfile.mkdtemp(prefix="gpc-")) if own else Path(out_dir)
+    model, root, cleanup = _stan_setup(loss, prior, X, out_dir)
     bounds = (-math.inf, math.inf) if bounds is None else bounds
     variable = "theta" if X is None else "beta"
     init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
@@ -430,27 +478,152 @@ def _stan_evaluator(
             for idx in indices
         ]
         start = time.perf_counter()
-        runset = RunSet(model, specs, out_dir=root / f"step-{t:02d}", root_seed=seed)
-        failed = [r.index for r in runset.run(executor, progress=progress) if not r.ok]
-        wall = time.perf_counter() - start
-        if failed:
-            raise RuntimeError(f"GPC step {t}: runs {failed} failed (see {runset.out_dir})")
-        idata = runset.to_inference_data()
+        idata = _run(model, specs, root / f"step-{t:02d}", seed, executor, progress)
         values = idata.posterior[variable]  # (chain, draw, run[, coef])
         values = values.stack(sample=("chain", "draw")).transpose("run", "sample", ...)
-        sampling = float(idata.run_stats["total_time"].sum())
         return {
             "coverage": draws_coverage(values.values, estimate if X is not None else estimate[0], alpha),
-            "step_wall_time": wall,
-            "step_sampling_time": sampling,
+            "step_wall_time": time.perf_counter() - start,
+            "step_sampling_time": float(idata.run_stats["total_time"].sum()),
         }
+
+    evaluate.cleanup = cleanup  # type: ignore[attr-defined]
+    return evaluate
+
+
+def _reweight_evaluator(
+    y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
+    bounds, draws, warmup, seed, out_dir, executor, progress,
+    proposal_draws, proposal_chains, proposal_scale, min_ess,
+) -> Callable[[float, int], dict[str, float]]:
+    """The ``reweight`` design's step: importance weights on one proposal sample.
+
+    The proposal is the full-data Gibbs posterior at ``proposal_scale * omega``
+    (:mod:`stanflow.gibbs.reweighting`), sampled by ``proposal_chains`` runs of
+    one chain. A resample whose weights have a Kish effective sample size below
+    ``min_ess`` is sampled directly (``draws`` draws) instead; when more than
+    ``REDRAW_SHARE`` of the resamples are like that, the proposal is drawn again
+    at the current ``omega`` first.
+    """
+    from stanflow.gibbs import reweighting
+    from stanflow.gibbs.sampling import stan_data
+    from stanflow.runs import RunSpec
+
+    model, root, cleanup = _stan_setup(loss, prior, X, out_dir)
+    bounds = (-math.inf, math.inf) if bounds is None else bounds
+    variable = "theta" if X is None else "beta"
+    init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
+    counts = reweighting.resample_counts(indices, len(y))
+    per_chain = -(-proposal_draws // proposal_chains)
+    proposal: dict[str, Any] = {}
+
+    def draw_proposal(omega_ref: float) -> float:
+        data = stan_data(
+            y, omega=omega_ref, loss=loss, loss_params=loss_params, prior=prior,
+            prior_params=prior_params, X=X, bounds=bounds, save_pointwise_loss=True,
+        )
+        specs = [
+            RunSpec(data=data, inits=init, args={"num_samples": per_chain, "num_warmup": warmup})
+            for _ in range(proposal_chains)
+        ]
+        number = proposal.get("number", -1) + 1
+        idata = _run(model, specs, root / f"proposal-{number:02d}", seed + number, executor, progress)
+        stacked = idata.posterior.stack(sample=("run", "chain", "draw"))
+        proposal.update(
+            number=number,
+            omega_ref=omega_ref,
+            draws=stacked[variable].transpose("sample", ...).values,
+            pointwise_loss=stacked["pointwise_loss"].transpose("sample", ...).values,
+        )
+        return float(idata.run_stats["total_time"].sum())
+
+    def weights(omega: float) -> np.ndarray:
+        log_w = reweighting.log_weights(
+            proposal["pointwise_loss"], counts, omega, proposal["omega_ref"]
+        )
+        return reweighting.normalise(log_w)
+
+    def direct(omega: float, t: int, poor: np.ndarray) -> tuple[np.ndarray, float]:
+        """Sample the poorly served resamples themselves; their coverage flags."""
+        specs = [
+            RunSpec(
+                data=stan_data(
+                    y[indices[b]], omega=omega, loss=loss, loss_params=loss_params,
+                    prior=prior, prior_params=prior_params,
+                    X=None if X is None else X[indices[b]], bounds=bounds,
+                ),
+                inits=init,
+                args={"num_samples": draws, "num_warmup": warmup},
+            )
+            for b in poor
+        ]
+        idata = _run(model, specs, root / f"direct-{t:02d}", seed, executor, progress)
+        values = idata.posterior[variable].stack(sample=("chain", "draw"))
+        values = values.transpose("run", "sample", ...).values
+        point = estimate if X is not None else estimate[0]
+        inside = np.array([draws_coverage(v[None], point, alpha) == 1.0 for v in values])
+        return inside, float(idata.run_stats["total_time"].sum())
+
+    def evaluate(omega: float, t: int) -> dict[str, float]:
+        start = time.perf_counter()
+        sampling = 0.0
+        if not proposal:
+            sampling += draw_proposal(proposal_scale * omega)
+        w = weights(omega)
+        ess = reweighting.kish_ess(w)
+        if np.mean(ess < min_ess) > REDRAW_SHARE and proposal["omega_ref"] != proposal_scale * omega:
+            sampling += draw_proposal(proposal_scale * omega)
+            w = weights(omega)
+            ess = reweighting.kish_ess(w)
+        if X is None:
+            inside = reweighting.interval_coverage(proposal["draws"], w, float(estimate[0]), alpha)
+        else:
+            inside = reweighting.ellipsoid_coverage(proposal["draws"], w, estimate, alpha)
+        poor = np.flatnonzero(ess < min_ess)
+        if poor.size:
+            inside[poor], seconds = direct(omega, t, poor)
+            sampling += seconds
+        return {
+            "coverage": float(np.mean(inside)),
+            "step_wall_time": time.perf_counter() - start,
+            "step_sampling_time": sampling,
+            "ess_min": float(ess.min()),
+            "ess_median": float(np.median(ess)),
+            "n_direct": float(poor.size),
+            "omega_ref": float(proposal["omega_ref"]),
+        }
+
+    evaluate.cleanup = cleanup  # type: ignore[attr-defined]
+    return evaluate
+
+
+def _stan_setup(loss, prior, X, out_dir) -> tuple[Any, Path, Callable[[], None]]:
+    """The compiled template, the folder for the run sets, and its cleanup."""
+    import shutil
+    import tempfile
+
+    from stanflow.gibbs.sampling import gibbs_model
+
+    model = gibbs_model(loss, prior, linear=X is not None)
+    own = out_dir is None
+    root = Path(tempfile.mkdtemp(prefix="gpc-")) if own else Path(out_dir)
 
     def cleanup() -> None:
         if own:
             shutil.rmtree(root, ignore_errors=True)
 
-    evaluate.cleanup = cleanup  # type: ignore[attr-defined]
-    return evaluate
+    return model, root, cleanup
+
+
+def _run(model, specs, out_dir: Path, seed: int, executor, progress) -> az.InferenceData:
+    """Run a set of specs through the run layer; every run must succeed."""
+    from stanflow.runs import RunSet
+
+    runset = RunSet(model, specs, out_dir=out_dir, root_seed=seed)
+    failed = [r.index for r in runset.run(executor, progress=progress) if not r.ok]
+    if failed:
+        raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
+    return runset.to_inference_data()
 
 
 def _estimate(y, X, value, bounds, estimate) -> np.ndarray:
@@ -464,6 +637,12 @@ def _estimate(y, X, value, bounds, estimate) -> np.ndarray:
         lower, upper = (y.min(), y.max()) if bounds is None else (float(bounds[0]), float(bounds[1]))
         return np.atleast_1d(location_estimate(y, value, np.asarray(lower), np.asarray(upper)))
     return risk_minimiser(y, X, value)
+
+
+def _warmup(warmup: Any) -> int:
+    if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or warmup < 0:
+        raise ValueError(f"warmup must be an int >= 0, got {warmup!r}")
+    return int(warmup)
 
 
 def _check_alpha(alpha: float) -> None:

@@ -97,6 +97,7 @@ def stan_data(
     prior_params: Params = None,
     X: np.ndarray | None = None,
     bounds: tuple[Any, Any] = (-math.inf, math.inf),
+    save_pointwise_loss: bool = False,
 ) -> dict[str, Any]:
     """Check the inputs of a Gibbs posterior and build the templates' data.
 
@@ -117,6 +118,9 @@ def stan_data(
     bounds : (lower, upper), default (-inf, inf)
         Support of the parameters, floats or (with ``X``) shape-(K,) arrays;
         the uniform prior is uniform on it.
+    save_pointwise_loss : bool, default False
+        Save ``pointwise_loss`` (the N losses of every draw) as a generated
+        quantity, for importance reweighting (:mod:`stanflow.gibbs.reweighting`).
 
     Returns
     -------
@@ -151,6 +155,7 @@ def stan_data(
         "loss_params": loss_values,
         "n_prior_params": len(prior_values),
         "prior_params": prior_values,
+        "save_pointwise_loss": int(bool(save_pointwise_loss)),
     }
     shape: tuple[int, ...] = ()
     if X is not None:
@@ -178,6 +183,7 @@ def posterior(
     prior_params: Params = None,
     X: np.ndarray | None = None,
     bounds: tuple[Any, Any] = (-math.inf, math.inf),
+    save_pointwise_loss: bool = False,
     **sample_kwargs: Any,
 ) -> az.InferenceData:
     """Sample a Gibbs posterior with Stan (NUTS) and return it as InferenceData.
@@ -186,8 +192,8 @@ def posterior(
 
     Parameters
     ----------
-    y, omega, loss, loss_params, prior, prior_params, X, bounds
-        As in :func:`stan_data`.
+    y, omega, loss, loss_params, prior, prior_params, X, bounds, save_pointwise_loss
+        As in :func:`stan_data`; the pointwise losses get dim ``obs``.
     **sample_kwargs
         Passed to ``CmdStanModel.sample`` (``chains``, ``iter_sampling``,
         ``seed``, ...); ``show_progress`` defaults to False.
@@ -210,16 +216,18 @@ def posterior(
         prior_params=prior_params,
         X=X,
         bounds=bounds,
+        save_pointwise_loss=save_pointwise_loss,
     )
     model = gibbs_model(loss, prior, linear=X is not None)
     fit = model.sample(data=data, **{"show_progress": False, **sample_kwargs})
     constant = {
         name: value
         for name, value in data.items()
-        if name not in ("N", "K", "y", "n_loss_params", "n_prior_params")
+        if name
+        not in ("N", "K", "y", "n_loss_params", "n_prior_params", "save_pointwise_loss")
         and np.size(value) > 0
     }
-    dims = {"y": ["obs"]}
+    dims = {"y": ["obs"], "pointwise_loss": ["obs"]}
     if X is not None:
         dims.update(
             beta=["coef"], X=["obs", "coef"], lower_bound=["coef"], upper_bound=["coef"]
