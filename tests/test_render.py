@@ -242,6 +242,10 @@ SLOT_EXAMPLES = {
         "target.stanfunctions": "qpaths/gaussian_target.stanfunctions",
     },
     "lcvi": {"loss.stanfunctions": "lcvi/losses/squared.stanfunctions"},
+    "wbb": {
+        "loss.stanfunctions": "losses/squared.stanfunctions",
+        "penalty.stanfunctions": "wbb/penalties/ridge.stanfunctions",
+    },
 }
 
 

@@ -143,13 +143,26 @@ def test_dask_executor_checks_that_workers_see_the_files(dask_client, tmp_path):
         DaskExecutor("tcp://127.0.0.1:8786")
 
 
+def test_data_sizes_are_checked_against_the_program_before_anything_runs(model, tmp_path):
+    rng = np.random.default_rng(3)
+    bad = replicate(rng, 6)
+    bad["y"] = bad["y"][:4]
+    specs = [RunSpec(data=replicate(rng, 6)), RunSpec(data=bad)]
+    with pytest.raises(InvalidRunSpec) as caught:
+        RunSet(model, specs, out_dir=tmp_path / "set", root_seed=1)
+    assert str(caught.value) == (
+        "run 1, data['y']: has shape (4,) but the model declares shape (6,) (N = 6)"
+    )
+    assert not (tmp_path / "set").exists()
+
+
 def test_failing_and_hanging_runs_are_reported_and_the_rest_complete(model, tmp_path):
     rng = np.random.default_rng(3)
     specs = [
         RunSpec(data=replicate(rng, 6), args={"num_samples": 200}) for _ in range(6)
     ]
     bad = replicate(rng, 6)
-    bad["y"] = bad["y"][:4]  # passes the type checks, fails in the model
+    bad["sigma"] = -1.0  # passes the checks (constraints are the model's), fails in it
     specs[2] = RunSpec(data=bad, args={"num_samples": 200})
     specs[4] = RunSpec(data=replicate(rng, 6, spin=10**6), args={"num_samples": 200})
     runset = RunSet(model, specs, out_dir=tmp_path, root_seed=1)
@@ -159,7 +172,7 @@ def test_failing_and_hanging_runs_are_reported_and_the_rest_complete(model, tmp_
     assert sorted(results) == list(range(6))
     failed, hung = results[2], results[4]
     assert (failed.status, failed.attempts, failed.exit_code) == ("failed", 2, 1)
-    assert "mismatch in dimension declared and found" in failed.message
+    assert "sigma is -1, but must be greater than or equal to 0" in failed.message
     assert (hung.status, hung.attempts, hung.exit_code) == ("timeout", 2, None)
     assert "timeout" in hung.message
     for index in (2, 4):

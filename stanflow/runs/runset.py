@@ -44,6 +44,7 @@ from stanflow.runs.manifest import Manifest, Record, read_manifest
 from stanflow.runs.plan import Plan, PlannedRun, make_plan, read_plan, write_plan
 from stanflow.runs.results import RUN_DIM, RunDraws, collect, read_run
 from stanflow.runs.seeds import new_root_seed
+from stanflow.runs.sizes import declared_shapes
 from stanflow.runs.spec import (
     InvalidRunSpec,
     ModelInterface,
@@ -523,9 +524,13 @@ def _model_interface(model: cmdstanpy.CmdStanModel) -> tuple[str, ModelInterface
             f"model: executable {exe!r} does not exist; compile the model first"
         )
     info = model.src_info() if model.stan_file else {}
+    shapes = declared_shapes(model.code() or "") if model.stan_file else None
     threaded = str(model.exe_info().get("STAN_THREADS", "false")).lower() == "true"
     return str(Path(exe).absolute()), ModelInterface(
-        inputs=info.get("inputs"), parameters=info.get("parameters"), threaded=threaded
+        inputs=info.get("inputs"),
+        parameters=info.get("parameters"),
+        threaded=threaded,
+        shapes=shapes,
     )
 
 

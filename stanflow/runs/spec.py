@@ -27,6 +27,7 @@ from stanflow.runs.arguments import (
     uses_nuts,
 )
 from stanflow.runs.seeds import MAX_SEED
+from stanflow.runs.sizes import Size, SizeMismatch, check_shapes
 
 _STAN_JSON_CONSTANTS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -96,11 +97,15 @@ class ModelInterface:
         inits are not checked).
     threaded : bool
         Whether the executable was built with ``STAN_THREADS``.
+    shapes : dict, optional
+        Declared data shapes (:func:`stanflow.runs.sizes.declared_shapes`);
+        None when the source is unknown (then sizes are left to the model).
     """
 
     inputs: Mapping[str, Any] | None
     parameters: Mapping[str, Any] | None
     threaded: bool
+    shapes: Mapping[str, tuple[Size, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -170,7 +175,8 @@ def check_spec(spec: RunSpec, index: int, model: ModelInterface) -> CheckedRun:
     InvalidRunSpec
         Naming ``index`` and the field: unknown method or argument, a value out
         of CmdStan's range, data missing a declared input or with the wrong
-        type or number of dims, inits for unknown parameters, bad seed, chains
+        type, number of dims or sizes (where the program declares them as
+        literals or data names), inits for unknown parameters, bad seed, chains
         or threads.
     """
     try:
@@ -200,7 +206,9 @@ def check_spec(spec: RunSpec, index: int, model: ModelInterface) -> CheckedRun:
     try:
         data = _check_data(spec.data, model.inputs)
         inits = _check_inits(spec.inits, model.parameters)
-    except _FieldError as error:
+        if data and model.shapes:
+            check_shapes(data, model.shapes)
+    except (_FieldError, SizeMismatch) as error:
         raise InvalidRunSpec(index, error.field, str(error)) from None
     return CheckedRun(
         index=index,
