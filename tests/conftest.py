@@ -97,6 +97,20 @@ def cmdstan(stanflow_home: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def qpath_gaussian_model(cmdstan):
+    """The q-path template with the Gaussian base and target slot files."""
+    from stanflow.models import compile_model, program_path
+
+    return compile_model(
+        program_path("qpaths/qpath"),
+        slots={
+            "base.stanfunctions": program_path("qpaths/gaussian_base.stanfunctions"),
+            "target.stanfunctions": program_path("qpaths/gaussian_target.stanfunctions"),
+        },
+    )
+
+
+@pytest.fixture(scope="session")
 def write_stan_csv():
     """A function writing synthetic Stan CSV files; see :func:`_write_stan_csv`."""
     return _write_stan_csv

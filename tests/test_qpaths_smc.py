@@ -7,7 +7,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.qpaths.smc import ais, resample, smc, thermodynamic_integration
+from stanflow.qpaths import log_incremental_weight
+from stanflow.qpaths.smc import (
+    Particles,
+    _weights_from,
+    ais,
+    resample,
+    smc,
+    thermodynamic_integration,
+)
 
 C, MU, SIGMA = 2.0, 3.0, 0.5
 
@@ -126,3 +134,42 @@ def test_bad_input_is_named():
         smc(log_pi0, sample_pi0, log_pi1, target_ess=1.0)
     with pytest.raises(ValueError, match="q must be finite"):
         smc(log_pi0, sample_pi0, log_pi1, q=np.inf)
+
+
+@pytest.mark.parametrize("q", [1.0, 1 - 1e-9, 0.9, 0.0, -2.0])
+def test_bisection_weights_equal_the_incremental_weights(q):
+    rng = np.random.default_rng(8)
+    particles = Particles(
+        rng.standard_normal((50, 1)), rng.normal(-3, 4, 50), rng.normal(-20, 30, 50)
+    )
+    weights = _weights_from(particles, 0.3, q)
+    for b in (0.3, 0.30001, 0.5, 0.99, 1.0):
+        np.testing.assert_allclose(
+            weights(b),
+            log_incremental_weight(particles.log_pi0, particles.log_pi1, 0.3, b, q),
+            rtol=1e-10,
+            atol=1e-12,
+        )
+
+
+def test_q1_is_the_exact_geometric_limit_and_moves():
+    """q = 1 and q = 1 - 1e-12 give the same runs (same seed); particles still move."""
+    runs = [
+        smc(*problem(2), q=q, n_particles=300, n_moves=2, n_runs=2, seed=9).smc
+        for q in (1.0, 1 - 1e-12)
+    ]
+    np.testing.assert_allclose(runs[0].log_z.values, runs[1].log_z.values, atol=1e-6)
+    np.testing.assert_array_equal(runs[0].n_steps.values, runs[1].n_steps.values)
+    assert np.nanmin(runs[0].acceptance.values) > 0.05
+
+
+def test_nan_reached_during_the_moves_is_an_error():
+    log_pi0, sample_pi0, log_pi1 = problem(1)
+
+    def nan_beyond(z):
+        out = log_pi1(z)
+        out[z[:, 0] > 2.5] = np.nan  # only reached once the particles move towards MU
+        return out
+
+    with pytest.raises(ValueError, match="log_pi1 returned NaN"):
+        smc(log_pi0, sample_pi0, nan_beyond, n_particles=200, n_moves=3, seed=0)

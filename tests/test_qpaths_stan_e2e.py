@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.models import compile_model, program_path
 from stanflow.qpaths import dlog_qpath_dbeta, log_qpath
 
 pytestmark = pytest.mark.e2e
@@ -20,16 +19,8 @@ def normal_logpdf(x, mu, sigma):
 
 
 @pytest.fixture(scope="module")
-def model(cmdstan):
-    return compile_model(
-        program_path("qpaths/qpath"),
-        slots={
-            "base.stanfunctions": program_path("qpaths/gaussian_base.stanfunctions"),
-            "target.stanfunctions": program_path(
-                "qpaths/gaussian_target.stanfunctions"
-            ),
-        },
-    )
+def model(qpath_gaussian_model):
+    return qpath_gaussian_model
 
 
 @pytest.mark.parametrize("q", [0.5, 1.0])

@@ -350,3 +350,18 @@ def test_bad_input_fails_before_anything_is_launched(model, tmp_path):
         with pytest.raises(RuntimeError, match="another process"):
             list(runset.run(progress=False))
     assert not (out / MANIFEST_FILE).exists()
+
+
+def test_sig_figs_reaches_the_csv(model, tmp_path):
+    rng = np.random.default_rng(5)
+    data = replicate(rng, 5)
+    for figures, folder in ((None, "default"), (18, "precise")):
+        args = {"num_samples": 20} | ({} if figures is None else {"sig_figs": figures})
+        runset = RunSet(model, [RunSpec(data=data, args=args)], out_dir=tmp_path / folder,
+                        root_seed=3)
+        assert all(result.ok for result in runset.run(progress=False))
+        text = (tmp_path / folder / "output" / "run-00000.csv").read_text()
+        values = [line.split(",")[7] for line in text.splitlines()
+                  if line and not line.startswith(("#", "lp__"))]
+        digits = max(len(v.replace("-", "").replace(".", "").lstrip("0")) for v in values)
+        assert digits <= 6 if figures is None else digits >= 12

@@ -131,6 +131,17 @@ def test_own_values_come_before_subgroups_so_iter_is_not_taken_by_adapt():
     ]
 
 
+def test_sig_figs_is_an_output_argument_of_every_method():
+    from stanflow.runs.arguments import output_tokens
+
+    for method in ("sample", "optimize", "variational", "pathfinder"):
+        args = check_args(method, {"sig_figs": 18})
+        assert method_tokens(method, args) == [f"method={method}"]
+        assert output_tokens(args) == ["sig_figs=18"]
+    with pytest.raises(ArgumentError, match=r"in \[-1, 18\]"):
+        check_args("sample", {"sig_figs": 19})
+
+
 def test_optimize_and_laplace_tokens(tmp_path):
     mode = tmp_path / "mode.csv"
     mode.write_text("lp__,mu\n0,1\n")

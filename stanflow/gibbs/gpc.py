@@ -523,7 +523,8 @@ def _reweight_evaluator(
             prior_params=prior_params, X=X, bounds=bounds, save_pointwise_loss=True,
         )
         specs = [
-            RunSpec(data=data, inits=init, args={"num_samples": per_chain, "num_warmup": warmup})
+            RunSpec(data=data, inits=init,
+                    args={"num_samples": per_chain, "num_warmup": warmup, "sig_figs": 18})
             for _ in range(proposal_chains)
         ]
         number = proposal.get("number", -1) + 1

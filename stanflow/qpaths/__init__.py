@@ -4,8 +4,14 @@
   SMC incremental weights and the thermodynamic-integration integrand, stable
   in log space and exact at ``q = 1`` (geometric path);
 - :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, resampling,
-  vectorised random-walk Metropolis moves), AIS and thermodynamic integration in
-  NumPy, returning ``InferenceData`` with an ``smc`` group.
+  pluggable move kernels, vectorised random-walk Metropolis by default), AIS and
+  thermodynamic integration in NumPy, returning ``InferenceData`` with an
+  ``smc`` group;
+- :mod:`~stanflow.qpaths.stan_moves`: NUTS moves through the q-path Stan
+  template and the run layer (particles as chains);
+- :mod:`~stanflow.qpaths.choose_q`: the ESS heuristic for ``q`` and the q grid;
+- :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
+  Pima and Sonar data with a vectorised log-likelihood.
 
 See ``docs/qpaths.md``.
 """

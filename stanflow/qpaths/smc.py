@@ -36,8 +36,10 @@ import xarray as xr
 from numpy.typing import ArrayLike
 
 from stanflow.qpaths.qmath import (
+    SMALL,
     _check_beta,
     _check_q,
+    _log_power_mean,
     dlog_qpath_dbeta,
     log_incremental_weight,
     log_qpath,
@@ -45,6 +47,9 @@ from stanflow.qpaths.qmath import (
 
 LogDensity = Callable[[np.ndarray], np.ndarray]
 Sampler = Callable[[np.random.Generator, int], np.ndarray]
+MoveKernel = Callable[..., tuple["Particles", float]]
+"""``moves(rng, particles, beta, q, log_pi0, log_pi1, n_moves) -> (particles,
+acceptance)``: ``n_moves`` MCMC steps leaving ``pi_{beta,q}`` invariant."""
 RESAMPLING = ("systematic", "multinomial")
 RWM_SCALE = 2.38
 
@@ -125,9 +130,10 @@ def resample(rng: np.random.Generator, log_w: np.ndarray, method: str) -> np.nda
 def next_beta(particles: Particles, beta: float, q: float, target_ess: float) -> float:
     """Largest ``beta' <= 1`` keeping the ESS of the incremental weights at target.
 
-    Bisection on ``beta'`` in ``[beta, 1]`` (60 halvings) for
-    ``ESS(log w(beta -> beta')) = target_ess * N``; returns 1 when even
-    ``beta' = 1`` keeps the ESS above the target.
+    Bisection on ``beta'`` in ``[beta, 1]`` for ``ESS(log w(beta -> beta')) =
+    target_ess * N``, until the bracket is below ``1e-6`` of the step (at most
+    60 halvings); returns 1 when even ``beta' = 1`` keeps the ESS above the
+    target.
 
     Parameters
     ----------
@@ -139,10 +145,10 @@ def next_beta(particles: Particles, beta: float, q: float, target_ess: float) ->
         Fraction of ``N`` in ``(0, 1)``.
     """
     n = len(particles.log_pi0)
+    weights = _weights_from(particles, beta, q)
 
     def gap(b: float) -> float:
-        w = log_incremental_weight(particles.log_pi0, particles.log_pi1, beta, b, q)
-        return ess(w) - target_ess * n
+        return ess(weights(b)) - target_ess * n
 
     if gap(1.0) >= 0:
         return 1.0
@@ -153,7 +159,40 @@ def next_beta(particles: Particles, beta: float, q: float, target_ess: float) ->
             lo = mid
         else:
             hi = mid
+        if hi - lo < 1e-6 * (lo - beta):
+            break
     return max(lo, np.nextafter(beta, 2.0))
+
+
+def _weights_from(
+    particles: Particles, beta: float, q: float
+) -> Callable[[float], np.ndarray]:
+    """``b -> log pi_{b,q} - log pi_{beta,q}`` at the particles, for bisection.
+
+    Checks the particles once (:func:`log_incremental_weight` at ``b = 1``),
+    then evaluates the same formula without re-checking: at ``q = 1``
+    ``(b - beta) l``; otherwise ``(g(b) - g(beta)) / s`` with ``g`` the
+    beta-dependent part of the log power mean (``_log_power_mean``).
+    """
+    log_incremental_weight(particles.log_pi0, particles.log_pi1, beta, 1.0, q)
+    l = particles.log_pi1 - particles.log_pi0
+    if q == 1:
+        return lambda b: (b - beta) * l
+    _, a, base_is_ref, g_beta, s = _log_power_mean(
+        particles.log_pi0, particles.log_pi1, np.float64(beta), np.float64(q)
+    )
+    small = np.abs(a) < SMALL
+    expm1_a = np.expm1(np.where(small, a, 0.0))
+
+    def weights(b: float) -> np.ndarray:
+        w_other = np.where(base_is_ref, b, 1 - b)
+        with np.errstate(divide="ignore"):
+            far = np.logaddexp(
+                np.log(np.where(base_is_ref, 1 - b, b)), np.log(w_other) + a
+            )
+        return (np.where(small, np.log1p(w_other * expm1_a), far) - g_beta) / s
+
+    return weights
 
 
 def rwm_move(
@@ -215,8 +254,9 @@ def smc(
     n_runs: int = 4,
     seed: int | None = None,
     max_steps: int = 10_000,
+    moves: MoveKernel | None = None,
 ) -> az.InferenceData:
-    """SMC sampler along the q-path with resampling and RWM moves; log Z estimate.
+    """SMC sampler along the q-path with resampling and MCMC moves; log Z estimate.
 
     At every step the weights are multiplied by the incremental weights
     ``pi_{beta',q} / pi_{beta,q}``, ``log Z`` gains ``log mean`` of them, the
@@ -246,6 +286,9 @@ def smc(
     seed : int, optional
     max_steps : int, default 10000
         Adaptive schedule: give up (``RuntimeError``) after this many steps.
+    moves : callable, optional
+        The MCMC kernel (see :data:`MoveKernel`); default :func:`rwm_moves`.
+        :class:`stanflow.qpaths.stan_moves.StanMoves` runs NUTS in Stan.
 
     Returns
     -------
@@ -266,6 +309,7 @@ def smc(
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess}")
     if resampling not in RESAMPLING:
         raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
+    moves = rwm_moves if moves is None else moves
     rng = np.random.default_rng(seed)
     records = []
     for _ in range(n_runs):
@@ -290,7 +334,7 @@ def smc(
                 )
             ancestors = resample(rng, log_w, resampling)
             particles = Particles(*(a[ancestors] for a in particles))
-            particles, acceptance = _moves(
+            particles, acceptance = moves(
                 rng, particles, new, q, log_pi0, log_pi1, n_moves
             )
             steps.append((new, ess(log_w), acceptance, increment))
@@ -318,11 +362,12 @@ def ais(
     n_moves: int = 1,
     n_runs: int = 4,
     seed: int | None = None,
+    moves: MoveKernel | None = None,
 ) -> az.InferenceData:
     """Annealed importance sampling along the q-path: particles as chains.
 
     Every particle is one chain through the fixed ``schedule``: its log weight
-    accumulates the incremental weights, then it makes ``n_moves`` RWM steps
+    accumulates the incremental weights, then it makes ``n_moves`` MCMC steps
     targeting the new ``pi_{beta,q}`` (proposal covariance from the current
     particles, as in :func:`smc`). No resampling. ``Z`` per run is the mean of
     the particles' weights.
@@ -331,6 +376,8 @@ def ais(
     ----------
     schedule : array_like
         Increasing betas from 0 to 1.
+    moves : callable, optional
+        As in :func:`smc`; default :func:`rwm_moves`.
     Other parameters as in :func:`smc`.
 
     Returns
@@ -345,6 +392,7 @@ def ais(
         n_particles=(n_particles, 2), n_moves=(n_moves, 1), n_runs=(n_runs, 2)
     )
     betas = _check_schedule(schedule)
+    moves = rwm_moves if moves is None else moves
     rng = np.random.default_rng(seed)
     records = []
     for _ in range(n_runs):
@@ -357,7 +405,7 @@ def ais(
             current = float(log_mean_exp(log_w))
             if not np.isfinite(current):
                 raise RuntimeError(f"ais: all weights are zero at beta = {new}")
-            particles, acceptance = _moves(
+            particles, acceptance = moves(
                 rng, particles, new, q, log_pi0, log_pi1, n_moves
             )
             steps.append((new, ess(log_w), acceptance, current - log_z))
@@ -424,7 +472,7 @@ def thermodynamic_integration(
     means, mcse, rates = [], [], []
     for beta in betas:
         if n_warmup:
-            chains, _ = _moves(rng, chains, beta, q, log_pi0, log_pi1, n_warmup)
+            chains, _ = rwm_moves(rng, chains, beta, q, log_pi0, log_pi1, n_warmup)
         chol = proposal_chol(chains.z)
         values, accepted = np.zeros((n_draws, n_chains)), 0.0
         for i in range(n_draws):
@@ -462,7 +510,7 @@ def thermodynamic_integration(
     return az.InferenceData(smc=group)
 
 
-def _moves(
+def rwm_moves(
     rng: np.random.Generator,
     particles: Particles,
     beta: float,
@@ -471,7 +519,14 @@ def _moves(
     log_pi1: LogDensity,
     n_moves: int,
 ) -> tuple[Particles, float]:
-    """``n_moves`` RWM steps with the covariance of the particles before them."""
+    """The default move kernel: ``n_moves`` RWM steps targeting ``pi_{beta,q}``.
+
+    The proposal covariance is ``(2.38^2 / d)`` times the covariance of the
+    particles before the first step. Any callable with this signature and
+    return value (moved particles, mean acceptance) can be passed as
+    ``moves`` to :func:`smc` and :func:`ais`, e.g.
+    :class:`stanflow.qpaths.stan_moves.StanMoves`.
+    """
     chol = proposal_chol(particles.z)
     total = 0.0
     for _ in range(n_moves):

@@ -191,6 +191,10 @@ _UNSUPPORTED = {
     "save_single_paths": "a run set collects the draws CSV only",
 }
 _REQUIRED = {"laplace": ("mode",)}
+# Output arguments accepted with every method; they go after ``output file=``.
+OUTPUT_ARGS: dict[str, _Value] = {
+    "sig_figs": _Value("int", "in [-1, 18] (-1: CmdStan's default of 6)", lambda v: -1 <= v <= 18),
+}
 
 
 def check_args(method: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -201,7 +205,8 @@ def check_args(method: str, args: Mapping[str, Any]) -> dict[str, Any]:
     method : str
         One of :data:`METHODS`.
     args : mapping of str to value
-        CmdStan argument names (``adapt.<name>`` inside ``adapt``) to values.
+        CmdStan argument names (``adapt.<name>`` inside ``adapt``) to values,
+        and the output arguments of :data:`OUTPUT_ARGS` (``sig_figs``).
 
     Returns
     -------
@@ -236,6 +241,9 @@ def check_args(method: str, args: Mapping[str, Any]) -> dict[str, Any]:
     conditions = _conditions(tree)
     checked: dict[str, Any] = {}
     for key, value in args.items():
+        if key in OUTPUT_ARGS:
+            checked[key] = _check_value(key, OUTPUT_ARGS[key], value)
+            continue
         if key in _UNSUPPORTED:
             raise ArgumentError(
                 key, f"{key!r} is not supported here: {_UNSUPPORTED[key]}"
@@ -280,12 +288,18 @@ def method_tokens(method: str, args: Mapping[str, Any]) -> list[str]:
     Returns
     -------
     list of str
-        E.g. ``["method=sample", "num_samples=500", "adapt", "delta=0.95"]``.
+        E.g. ``["method=sample", "num_samples=500", "adapt", "delta=0.95"]``;
+        output arguments are left to :func:`output_tokens`.
         Each group's own values come before its sub-groups, so that CmdStan,
         which matches a token to the innermost argument that knows it, finds
         every token where it belongs.
     """
     return [f"method={method}", *_tokens(_SCHEMA[method], args, "")]
+
+
+def output_tokens(args: Mapping[str, Any]) -> list[str]:
+    """Tokens of the output arguments in checked ``args`` (``["sig_figs=18"]``)."""
+    return [f"{name}={_format(args[name])}" for name in OUTPUT_ARGS if name in args]
 
 
 def _tokens(group: _Group, args: Mapping[str, Any], prefix: str) -> list[str]:

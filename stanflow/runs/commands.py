@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from stanflow.runs.arguments import method_tokens
+from stanflow.runs.arguments import method_tokens, output_tokens
 from stanflow.runs.plan import INPUTS_DIR, PlannedRun
 
 OUTPUT_DIR = "output"
@@ -72,6 +72,7 @@ def command_tokens(folder: Path, run: PlannedRun, staging: Path) -> list[str]:
         f"seed={run.seed}",
         "output",
         f"file={staging / _stem(run)}.csv",
+        *output_tokens(run.args),
     ]
     if run.threads:
         tokens += [f"num_threads={run.threads}"]

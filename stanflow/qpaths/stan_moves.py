@@ -1,0 +1,189 @@
+"""Stan NUTS moves for q-path SMC and AIS: particles as chains, through the run layer.
+
+At each temperature every particle becomes one single-chain run of the q-path
+template (``stan/qpaths/qpath.stan``) with ``beta`` and ``q`` as data, the
+particle as its inits and no warm-up: ``n_moves`` NUTS transitions with a
+fixed step size and a diagonal metric, which leave ``pi_{beta,q}`` invariant.
+The runs of one temperature form one :class:`~stanflow.runs.RunSet`, so the
+run layer packs them into a few batch-mode processes (``docs/runs.md``).
+
+Tuning (from the particles, before the moves, so each kernel is fixed while
+it runs): the inverse metric is the particles' variance; the step size
+starts at ``d^(-1/4)`` and after each temperature is multiplied by
+``exp(accept - target_accept)`` with ``accept`` the mean of Stan's
+``accept_stat__`` (clipped to a factor in ``[0.5, 2]``).
+
+The moved particles' log densities are recomputed by the NumPy callables of
+the SMC, which must agree with the Stan slots (same densities, same
+constants). The draws are written with 18 significant digits
+(``sig_figs``), so a moved particle is the NUTS state itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stanflow.qpaths.smc import LogDensity, Particles, evaluate
+from stanflow.runs import RunSet, RunSpec
+
+DATA_KEYS = ("d", "n_base_params", "base_params", "n_target_params", "target_params")
+
+
+class StanMoves:
+    """A move kernel for :func:`~stanflow.qpaths.smc.smc` / ``ais`` running NUTS.
+
+    Parameters
+    ----------
+    model : cmdstanpy.CmdStanModel
+        The compiled q-path template with the base and target slots filled.
+    data : mapping
+        Its data without ``beta`` and ``q``: ``d``, ``n_base_params``,
+        ``base_params``, ``n_target_params``, ``target_params``.
+    work_dir : path, optional
+        Where the run sets of each temperature go (removed after reading);
+        default a temporary folder.
+    target_accept : float, default 0.8
+        Mean ``accept_stat__`` the step-size rule aims at, in ``(0, 1)``.
+    max_depth : int, default 6
+        NUTS tree depth limit.
+
+    Attributes
+    ----------
+    step_size : float or None
+        The step size of the next call (``None`` before the first).
+    history : list of dict
+        Per call: ``beta``, ``step_size``, ``accept`` (mean ``accept_stat__``),
+        ``seconds``.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        data: Mapping[str, Any],
+        work_dir: str | Path | None = None,
+        target_accept: float = 0.8,
+        max_depth: int = 6,
+    ) -> None:
+        missing = [key for key in DATA_KEYS if key not in data]
+        if missing:
+            raise ValueError(f"data is missing {missing} (needs {list(DATA_KEYS)})")
+        extra = {"beta", "q"} & set(data)
+        if extra:
+            raise ValueError(
+                f"data must not hold {sorted(extra)}: they are set per move"
+            )
+        if not 0 < target_accept < 1:
+            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        self.model = model
+        self.data = dict(data)
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.target_accept = target_accept
+        self.max_depth = int(max_depth)
+        self.step_size: float | None = None
+        self.history: list[dict] = []
+
+    def __call__(
+        self,
+        rng: np.random.Generator,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+        n_moves: int,
+    ) -> tuple[Particles, float]:
+        """``n_moves`` NUTS transitions of every particle targeting ``pi_{beta,q}``.
+
+        Returns
+        -------
+        (Particles, float)
+            The moved particles (log densities from ``log_pi0``, ``log_pi1``)
+            and the mean ``accept_stat__`` over particles and transitions.
+
+        Raises
+        ------
+        ValueError
+            If the particles' dimension differs from ``data["d"]``.
+        RuntimeError
+            If a run fails; the message holds the run's console text.
+        """
+        z = particles.z
+        if z.shape[1] != int(self.data["d"]):
+            raise ValueError(
+                f"particles have dimension {z.shape[1]}, data['d'] is {self.data['d']}"
+            )
+        if self.step_size is None:
+            self.step_size = float(z.shape[1] ** -0.25)
+        root = Path(tempfile.mkdtemp(prefix="stan-moves-", dir=self.work_dir))
+        try:
+            moved, accept, seconds = self._run(rng, z, beta, q, n_moves, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        self.history.append(
+            {
+                "beta": beta,
+                "step_size": self.step_size,
+                "accept": accept,
+                "seconds": seconds,
+            }
+        )
+        factor = float(np.clip(np.exp(accept - self.target_accept), 0.5, 2.0))
+        self.step_size *= factor
+        return evaluate(moved, log_pi0, log_pi1), accept
+
+    def _run(
+        self,
+        rng: np.random.Generator,
+        z: np.ndarray,
+        beta: float,
+        q: float,
+        n_moves: int,
+        root: Path,
+    ) -> tuple[np.ndarray, float, float]:
+        variance = np.var(z, axis=0)
+        variance = np.where(variance > 0, variance, 1.0)
+        metric = root / "metric.json"
+        metric.write_text(json.dumps({"inv_metric": variance.tolist()}))
+        data = self.data | {"beta": float(beta), "q": float(q)}
+        args = {
+            "num_warmup": 0,
+            "num_samples": int(n_moves),
+            "adapt.engaged": False,
+            "stepsize": self.step_size,
+            "metric": "diag_e",
+            "metric_file": str(metric),
+            "max_depth": self.max_depth,
+            "sig_figs": 18,
+        }
+        specs = [
+            RunSpec(data=data, inits={"z": particle.tolist()}, args=args)
+            for particle in z
+        ]
+        runset = RunSet(
+            self.model, specs, out_dir=root / "runs", root_seed=int(rng.integers(2**63))
+        )
+        moved = np.empty_like(z)
+        accept = np.empty(len(z))
+        seconds = 0.0
+        for result in runset.run(progress=False):
+            if not result.ok:
+                raise RuntimeError(
+                    f"Stan move of particle {result.index} at beta = {beta}, q = {q} "
+                    f"ended with {result.status}: {result.message}"
+                )
+            draws = result.draws()
+            names = list(draws.names)
+            columns = [names.index(f"z[{k + 1}]") for k in range(z.shape[1])]
+            moved[result.index] = draws.values[0, -1, columns]
+            accept[result.index] = draws.values[
+                0, :, names.index("accept_stat__")
+            ].mean()
+            seconds += result.wall_time
+        return moved, float(accept.mean()), seconds
