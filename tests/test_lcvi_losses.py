@@ -57,6 +57,61 @@ def test_bayes_decision_minimises_the_empirical_risk(name, params):
     assert np.all(risk.argmin(axis=1) == 100)
 
 
+@pytest.mark.parametrize(
+    "name, params, expected",
+    [
+        ("squared", {}, M_PRED),
+        ("absolute", {}, M_PRED),
+        ("tilted", {"q": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
+        ("linex", {"c": 0.5}, M_PRED - 0.5 * S_PRED**2 / 2),
+    ],
+)
+def test_mixture_decision_of_one_normal_is_the_closed_form(name, params, expected):
+    decision = get_loss(name, **params).mixture_decision(np.array([[M_PRED]]), S_PRED)
+    assert decision == pytest.approx([expected], abs=1e-8)
+
+
+def normal_expected_loss(name, params, mu, s, h):
+    """Closed-form E l(Y, h) for Y ~ N(mu, s^2)."""
+    z = (h - mu) / s
+    if name == "squared":
+        return (mu - h) ** 2 + s**2
+    if name == "linex":
+        c = params["c"]
+        return np.exp(c * (h - mu) + c**2 * s**2 / 2) - c * (h - mu) - 1
+    q = params.get("q", 0.5)
+    tilted = s * (norm.pdf(z) + z * (norm.cdf(z) - q))
+    return 2 * tilted if name == "absolute" else tilted
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [("squared", {}), ("absolute", {}), ("tilted", {"q": 0.8}), ("linex", {"c": -0.6})],
+)
+def test_mixture_decision_minimises_the_exact_mixture_risk(name, params):
+    rng = np.random.default_rng(9)
+    loc = rng.gamma(2.0, size=(7, 3))  # 7 mixture components, 3 decisions
+    sd = np.array([0.5, 1.0, 2.0])
+    h = get_loss(name, **params).mixture_decision(loc, sd)
+    grid = h[:, None] + np.linspace(-0.01, 0.01, 41)  # (3, 41), centred on h
+    risk = normal_expected_loss(
+        name, params, loc[:, :, None], sd[:, None], grid[None]
+    ).mean(axis=0)
+    assert np.all(risk.argmin(axis=1) == 20)
+
+
+def test_mixture_decision_rejects_bad_input():
+    loss = get_loss("tilted", q=0.3)
+    with pytest.raises(ValueError, match="sd must be positive"):
+        loss.mixture_decision(np.zeros((4, 2)), np.array([1.0, 0.0]))
+    with pytest.raises(ValueError, match=r"sd must broadcast against shape \(2,\)"):
+        loss.mixture_decision(np.zeros((4, 2)), np.ones(3))
+    with pytest.raises(ValueError, match="loc must have at least one draw"):
+        loss.mixture_decision(np.zeros((0, 2)), 1.0)
+    with pytest.raises(ValueError, match="loc must be finite"):
+        loss.mixture_decision(np.array([[np.nan]]), 1.0)
+
+
 def test_utilities_and_their_scale():
     losses = np.arange(1.0, 101.0)
     M = utility_scale(losses, "linear", 90)

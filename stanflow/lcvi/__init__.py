@@ -7,14 +7,24 @@ of the decisions ``h``.
 
 - :mod:`~stanflow.lcvi.losses`: losses, their Bayes decisions, utilities and M90;
 - :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
-- :mod:`~stanflow.lcvi.stan`: the Stan template ``stan/lcvi/eight_schools_lcvi.stan``;
+- :mod:`~stanflow.lcvi.problem`: models in LCVI templates (eight schools, normal mean);
+- :mod:`~stanflow.lcvi.mf`: probabilistic matrix factorisation of Last.fm counts;
+- :mod:`~stanflow.lcvi.stan`: compiling the templates ``stan/lcvi/*_lcvi.stan``, their data;
 - :mod:`~stanflow.lcvi.loop`: the LCVI loop into InferenceData.
 
 See ``docs/lcvi.md``.
 """
 
-from stanflow.lcvi.loop import empirical_risk, lcvi, settled
+from stanflow.lcvi.loop import (
+    ADVI_DEFAULTS,
+    bayes_decisions,
+    empirical_risk,
+    lcvi,
+    run_lcvi,
+    settled,
+)
 from stanflow.lcvi.losses import LOSSES, Loss, get_loss, utility, utility_scale
+from stanflow.lcvi.problem import Problem, eight_schools, normal_mean
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
     normal_outcomes,
@@ -24,13 +34,19 @@ from stanflow.lcvi.utility import (
 )
 
 __all__ = [
+    "ADVI_DEFAULTS",
     "LOSSES",
     "Loss",
+    "Problem",
+    "bayes_decisions",
+    "eight_schools",
     "empirical_risk",
     "get_loss",
     "lcvi",
     "lcvi_model",
+    "normal_mean",
     "normal_outcomes",
+    "run_lcvi",
     "settled",
     "stan_data",
     "theta_draws",

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import logsumexp, ndtr, ndtri
 
 from stanflow.models import STAN_DIR
 
@@ -56,12 +56,17 @@ class Loss:
     decision : callable
         ``draws -> ndarray``: the Bayes decision from predictive draws of shape
         ``(S, *shape)`` (draws along axis 0), shape ``shape``.
+    mixture : callable
+        ``(loc, sd) -> ndarray``: the Bayes decision when the predictive is the
+        mixture ``(1/T) sum_t N(loc[t], sd^2)`` (``loc`` of shape ``(T, *shape)``,
+        ``sd`` broadcasting against ``shape``), exact up to round-off.
     """
 
     name: str
     params: tuple[float, ...]
     value: Callable[[np.ndarray, np.ndarray], np.ndarray]
     decision: Callable[[np.ndarray], np.ndarray]
+    mixture: Callable[[np.ndarray, np.ndarray], np.ndarray]
 
     @property
     def stan_file(self) -> Path:
@@ -89,16 +94,62 @@ class Loss:
             raise ValueError("draws must be finite")
         return self.decision(draws)
 
+    def mixture_decision(self, loc: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        """Bayes decision for a normal likelihood averaged over draws of its location.
+
+        The predictive of ``y`` is ``(1/T) sum_t N(loc[t], sd^2)``: the draws
+        ``loc[t]`` of ``E[y | theta_t]`` under ``q`` with the likelihood's noise
+        integrated out exactly, so the decision has no outcome-sampling noise.
+
+        Parameters
+        ----------
+        loc : array_like, shape (T, *shape)
+            Finite, ``T >= 1``.
+        sd : array_like, broadcasting against ``shape``
+            Positive likelihood standard deviations.
+
+        Returns
+        -------
+        ndarray, shape shape
+        """
+        loc = np.asarray(loc, dtype=float)
+        sd = np.asarray(sd, dtype=float)
+        if loc.ndim == 0 or loc.shape[0] == 0:
+            raise ValueError(
+                f"loc must have at least one draw along axis 0, got shape {loc.shape}"
+            )
+        if not np.all(np.isfinite(loc)):
+            raise ValueError("loc must be finite")
+        if not np.all(sd > 0):
+            raise ValueError("sd must be positive")
+        try:
+            np.broadcast_shapes(sd.shape, loc.shape[1:])
+        except ValueError:
+            raise ValueError(
+                f"sd must broadcast against shape {loc.shape[1:]}, got {sd.shape}"
+            ) from None
+        return self.mixture(loc, sd)
+
 
 def squared() -> Loss:
     """``(y - h)^2``; Bayes decision: the mean."""
-    return Loss("squared", (), lambda y, h: np.square(y - h), lambda d: d.mean(axis=0))
+    return Loss(
+        "squared",
+        (),
+        lambda y, h: np.square(y - h),
+        lambda d: d.mean(axis=0),
+        lambda loc, sd: loc.mean(axis=0),
+    )
 
 
 def absolute() -> Loss:
     """``|y - h|``; Bayes decision: the median."""
     return Loss(
-        "absolute", (), lambda y, h: np.abs(y - h), lambda d: np.median(d, axis=0)
+        "absolute",
+        (),
+        lambda y, h: np.abs(y - h),
+        lambda d: np.median(d, axis=0),
+        lambda loc, sd: mixture_quantile(loc, sd, 0.5),
     )
 
 
@@ -112,7 +163,13 @@ def tilted(q: float) -> Loss:
         u = np.asarray(y) - h
         return np.maximum(q * u, (q - 1) * u)
 
-    return Loss("tilted", (q,), value, lambda d: np.quantile(d, q, axis=0))
+    return Loss(
+        "tilted",
+        (q,),
+        value,
+        lambda d: np.quantile(d, q, axis=0),
+        lambda loc, sd: mixture_quantile(loc, sd, q),
+    )
 
 
 def linex(c: float) -> Loss:
@@ -132,7 +189,58 @@ def linex(c: float) -> Loss:
         log_mean = logsumexp(-c * draws, axis=0) - math.log(draws.shape[0])
         return -log_mean / c
 
-    return Loss("linex", (c,), value, decision)
+    def mixture(loc: np.ndarray, sd: np.ndarray) -> np.ndarray:
+        # E[exp(-c y)] = mean_t exp(-c loc_t + c^2 sd^2 / 2)
+        return decision(loc) - c * np.square(sd) / 2
+
+    return Loss("linex", (c,), value, decision, mixture)
+
+
+def mixture_quantile(loc: np.ndarray, sd: np.ndarray, q: float) -> np.ndarray:
+    """The ``q``-quantile of ``(1/T) sum_t N(loc[t], sd^2)``, elementwise.
+
+    Solves ``F(h) = mean_t Phi((h - loc[t]) / sd) = q`` by Newton's method
+    kept inside a bracket: the root lies between the smallest and largest
+    ``loc[t] + sd Phi^-1(q)``, every evaluation of ``F`` shrinks the bracket,
+    and a Newton step that leaves it is replaced by bisection.
+
+    Parameters
+    ----------
+    loc : ndarray, shape (T, *shape)
+    sd : ndarray, broadcasting against ``shape``, positive
+    q : float in (0, 1)
+
+    Returns
+    -------
+    ndarray, shape shape
+    """
+    shape = loc.shape[1:]
+    loc = loc.reshape(loc.shape[0], -1)
+    sd = np.broadcast_to(sd, shape).reshape(-1)
+    shift = sd * ndtri(q)
+    lo = loc.min(axis=0) + shift
+    hi = loc.max(axis=0) + shift
+    h = loc.mean(axis=0) + np.sqrt(loc.var(axis=0) + np.square(sd)) * ndtri(q)
+    h = np.clip(h, lo, hi)
+    tol = 1e-10 * (1.0 + np.max(np.abs(lo)) + np.max(np.abs(hi)))
+    active = np.arange(h.size)  # elements not yet converged
+    for _ in range(200):
+        a, s_a = active, sd[active]
+        z = (h[a] - loc[:, a]) / s_a
+        excess = ndtr(z).mean(axis=0) - q
+        density = np.exp(-np.square(z) / 2).mean(axis=0) / (s_a * np.sqrt(2 * np.pi))
+        lo[a] = np.where(excess < 0, h[a], lo[a])
+        hi[a] = np.where(excess < 0, hi[a], h[a])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            newton = h[a] - excess / density
+        inside = (newton > lo[a]) & (newton < hi[a])
+        new = np.where(inside, newton, (lo[a] + hi[a]) / 2)
+        moving = (np.abs(new - h[a]) > tol) & (hi[a] - lo[a] > tol)
+        h[a] = new
+        active = a[moving]
+        if active.size == 0:
+            break
+    return h.reshape(shape)
 
 
 LOSSES: dict[str, Callable[..., Loss]] = {

@@ -1,42 +1,47 @@
-"""The LCVI Stan template ``stan/lcvi/eight_schools_lcvi.stan``: compiling it and its data.
+"""The LCVI Stan templates ``stan/lcvi/*_lcvi.stan``: compiling them and their data.
 
-The template is centred eight schools whose target gains
-``weight * utility_term`` at ADVI's draw of ``theta`` (see
-:mod:`stanflow.lcvi.utility` for the estimators), with the loss bound to the
-slot ``loss.stanfunctions``.
+Each template is a model whose target gains ``weight * utility_term`` at
+ADVI's draw of ``theta`` (see :mod:`stanflow.lcvi.utility` for the
+estimators), with the loss bound to the slot ``loss.stanfunctions``; the
+templates share the LCVI data fields (:func:`stan_data`).
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import cmdstanpy
 import numpy as np
 
 from stanflow.lcvi.losses import UTILITIES, Loss, check_utility, stan_file
+from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.utility import ESTIMATORS
 from stanflow.models import compile_model, program_path
 
 TEMPLATE = "lcvi/eight_schools_lcvi"
 
 
-def lcvi_model(loss: str | Loss) -> cmdstanpy.CmdStanModel:
-    """Compile (or fetch from the cache) the template with ``loss`` in its slot.
+def lcvi_model(loss: str | Loss, template: str = TEMPLATE) -> cmdstanpy.CmdStanModel:
+    """Compile (or fetch from the cache) an LCVI template with ``loss`` in its slot.
 
     Parameters
     ----------
     loss : str or Loss
         A loss name or object: only its family matters, its parameters are data.
+    template : str, default ``"lcvi/eight_schools_lcvi"``
+        The template under ``stan/`` (:attr:`stanflow.lcvi.problem.Problem.template`).
     """
     name = loss.name if isinstance(loss, Loss) else loss
     return compile_model(
-        program_path(TEMPLATE), slots={"loss.stanfunctions": stan_file(name)}
+        program_path(template), slots={"loss.stanfunctions": stan_file(name)}
     )
 
 
 def stan_data(
-    data: Mapping[str, Any],
+    problem: Problem,
     h: np.ndarray,
     eps_y: np.ndarray,
     loss: Loss,
@@ -45,15 +50,15 @@ def stan_data(
     estimator: str = "linearised",
     weight: float = 1.0,
 ) -> dict[str, Any]:
-    """Data for the template.
+    """The problem's data with the LCVI fields of its template.
 
     Parameters
     ----------
-    data : mapping
-        Eight schools data: ``J``, ``y`` (shape (J,)), ``sigma`` (shape (J,)).
-    h : array_like, shape (J,)
+    problem : Problem
+        With ``N = problem.n`` outcomes the decisions are for.
+    h : array_like, shape (N,)
         Decisions.
-    eps_y : array_like, shape (S, J)
+    eps_y : array_like, shape (S, N)
         Fixed standard normal base samples of the outcomes.
     loss : Loss
         Its parameters become ``loss_params``.
@@ -74,23 +79,22 @@ def stan_data(
         raise ValueError(
             f"estimator: unknown estimator {estimator!r}; known: {list(ESTIMATORS)}"
         )
-    J = int(data["J"])
+    N = problem.n
     h, eps_y = np.asarray(h, dtype=float), np.asarray(eps_y, dtype=float)
-    if h.shape != (J,):
-        raise ValueError(f"h (decisions) must have shape ({J},), got {h.shape}")
-    if eps_y.ndim != 2 or eps_y.shape[1] != J or eps_y.shape[0] == 0:
+    if h.shape != (N,):
+        raise ValueError(f"h (decisions) must have shape ({N},), got {h.shape}")
+    if not np.all(np.isfinite(h)):
+        raise ValueError("h (decisions) must be finite")
+    if eps_y.ndim != 2 or eps_y.shape[1] != N or eps_y.shape[0] == 0:
         raise ValueError(
-            f"eps_y must have shape (S, {J}) with S >= 1, got {eps_y.shape}"
+            f"eps_y must have shape (S, {N}) with S >= 1, got {eps_y.shape}"
         )
     if not weight >= 0:
         raise ValueError(f"weight must be >= 0, got {weight!r}")
-    return {
-        "J": J,
-        "y": list(map(float, data["y"])),
-        "sigma": list(map(float, data["sigma"])),
+    return dict(problem.data) | {
         "S": eps_y.shape[0],
-        "eps_y": eps_y.tolist(),
-        "h": h.tolist(),
+        "eps_y": eps_y,
+        "h": h,
         "n_loss_params": len(loss.params),
         "loss_params": list(loss.params),
         "utility": UTILITIES.index(kind) + 1,
@@ -98,3 +102,32 @@ def stan_data(
         "estimator": ESTIMATORS.index(estimator) + 1,
         "weight": float(weight),
     }
+
+
+def variational(
+    model: cmdstanpy.CmdStanModel,
+    data: Mapping[str, Any],
+    inits: Mapping[str, Any] | None = None,
+    **args: Any,
+) -> cmdstanpy.CmdStanVB:
+    """``model.variational`` that also reads runs without step-size adaptation.
+
+    With ``adapt_engaged=False`` CmdStan writes no adaptation block and
+    cmdstanpy (1.3) cannot parse the CSV; the block with the given ``eta`` is
+    then added and the CSV read again. The CSV lives in a temporary folder that
+    is removed once the draws are in memory.
+    """
+    with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
+        try:
+            return model.variational(
+                data=dict(data), inits=inits, output_dir=tmp, **args
+            )
+        except ValueError as error:
+            if args.get("adapt_engaged", True) or "eta" not in args:
+                raise
+            csvs = sorted(Path(tmp).glob("*.csv"))
+            if len(csvs) != 1 or "adaptation block" not in str(error.__cause__):
+                raise
+            with csvs[0].open("a") as csv:
+                csv.write(f"# Stepsize adaptation complete.\n# eta = {args['eta']}\n")
+            return cmdstanpy.from_csv(str(csvs[0]), method="variational")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.special import logsumexp, ndtri
 
 from stanflow.lcvi.losses import Loss, check_utility, get_loss
 
@@ -58,6 +58,34 @@ def theta_draws(mu: np.ndarray, sigma: np.ndarray, eps_theta: np.ndarray) -> np.
             f"eps_theta must have shape (T, {mu.shape[0]}), got {eps_theta.shape}"
         )
     return mu + sigma * eps_theta
+
+
+def outcome_base_samples(
+    S: int, N: int, rng: np.random.Generator, stratified: bool = True
+) -> np.ndarray:
+    """Fixed standard normal base samples ``eps_y`` of the outcomes, shape (S, N).
+
+    Stratified (default): ``eps_y[s, n] = Phi^-1((s + u_n) / S)`` with one
+    uniform ``u_n`` per data point, so each ``eps_y[:, n]`` has one draw in each
+    of the ``S`` equal-probability strata of ``N(0, 1)``: every average over
+    ``s`` is unbiased and has far less error than with ``S`` independent
+    draws, which matters because the same samples are used in every gradient
+    step (a fixed ``eps_y`` biases the optimum towards ``h - sd eps_y``; with
+    ``S = 1`` independent draw LCVI can raise the risk). Otherwise independent
+    draws.
+
+    Parameters
+    ----------
+    S, N : int
+        At least 1.
+    rng : numpy.random.Generator
+    stratified : bool, default True
+    """
+    if S < 1 or N < 1:
+        raise ValueError(f"S and N must be >= 1, got {S!r}, {N!r}")
+    if not stratified:
+        return rng.standard_normal((S, N))
+    return ndtri((np.arange(S)[:, None] + rng.uniform(size=N)) / S)
 
 
 def normal_outcomes(

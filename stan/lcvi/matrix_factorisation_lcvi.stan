@@ -1,0 +1,48 @@
+// Probabilistic matrix factorisation Y[i, j] ~ N((U V')[i, j], noise_sd^2) on
+// the N training cells, normal(0, prior_sd) priors on all entries of U (I x K)
+// and V (J x K), with the LCVI utility term added to the target, so that ADVI
+// maximises ELBO + weight * U:
+//   target += weight * utility_term(l(y[s] | U, V, h)),
+//   y[s, n] = (U V')[cell[n]] + noise_sd * eps_y[s, n]  (fixed base samples, data).
+// Cells are column-major indices into the I x J matrix. Slot (docs/lcvi.md):
+//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+functions {
+  #include loss.stanfunctions
+  #include utility.stanfunctions
+}
+data {
+  int<lower=1> I; // rows (users)
+  int<lower=1> J; // columns (items)
+  int<lower=1> K; // latent dimension
+  int<lower=1> N; // training cells, and decisions
+  array[N] int<lower=1, upper=I * J> cell; // column-major cell indices
+  vector[N] y; // observed values of the training cells
+  real<lower=0> prior_sd;
+  real<lower=0> noise_sd;
+  int<lower=1> S; // outcome samples per draw of (U, V)
+  array[S] vector[N] eps_y; // their fixed standard normal base samples
+  vector[N] h; // decisions, one per training cell
+  int<lower=0> n_loss_params;
+  vector[n_loss_params] loss_params;
+  int<lower=1, upper=2> utility; // 1: M - l, 2: exp(-gamma l)
+  real<lower=0> scale; // M or gamma
+  int<lower=1, upper=2> estimator; // 1: naive, 2: linearised
+  real<lower=0> weight; // weight of the utility term; 0: plain VI
+}
+parameters {
+  matrix[I, K] U;
+  matrix[J, K] V;
+}
+model {
+  vector[N] loc = to_vector(U * V')[cell];
+  to_vector(U) ~ normal(0, prior_sd);
+  to_vector(V) ~ normal(0, prior_sd);
+  y ~ normal(loc, noise_sd);
+  if (weight > 0) {
+    matrix[S, N] losses;
+    for (s in 1 : S) {
+      losses[s] = loss(loc + noise_sd * eps_y[s], h, loss_params)';
+    }
+    target += weight * utility_term(losses, utility, scale, estimator);
+  }
+}

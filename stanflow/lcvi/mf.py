@@ -1,0 +1,162 @@
+"""Probabilistic matrix factorisation of the Last.fm counts for LCVI (``stan/lcvi/matrix_factorisation_lcvi.stan``).
+
+``Y = log(1 + C)`` for the listening counts ``C`` of 992 users (rows) and the
+first ``n_artists`` artists (columns) of ``$STANFLOW_DATA_DIR/lastfm/
+lastfm_counts_992x1003.csv``; ``Y[i, j] ~ N((U V')[i, j], noise_sd^2)`` with
+``U`` (users x K) and ``V`` (artists x K) under ``N(0, prior_sd^2)`` priors.
+Each cell is a training cell with probability 1/2, otherwise a test cell; the
+decisions of the LCVI loop are for the training cells, the risk that counts is
+that of the test cells at the Bayes decisions of the fitted ``q``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+import cmdstanpy
+import numpy as np
+
+from stanflow.lcvi.problem import Problem, draws
+
+DATA_FILE = Path("lastfm") / "lastfm_counts_992x1003.csv"
+"""The counts, relative to ``$STANFLOW_DATA_DIR``."""
+DATA_ORIGIN = (
+    "Last.fm-1K (Celma 2010) listening counts, users x artists, reduced by the LCVI "
+    "authors (Kusmierczyk, Sakaya and Klami, NeurIPS 2019) to the 1003 most played "
+    "artists; the project's shared data folder (shared/data/lastfm/) carries it"
+)
+
+
+class Split(NamedTuple):
+    """Cells of a matrix split into training and test cells (row-major order).
+
+    Attributes
+    ----------
+    train_rows, train_cols, test_rows, test_cols : ndarray of int
+        Zero-based row and column indices.
+    """
+
+    train_rows: np.ndarray
+    train_cols: np.ndarray
+    test_rows: np.ndarray
+    test_cols: np.ndarray
+
+
+def load_lastfm(
+    n_artists: int = 100, data_dir: str | os.PathLike | None = None
+) -> np.ndarray:
+    """``Y = log(1 + C)`` for all users and the first ``n_artists`` artists.
+
+    Parameters
+    ----------
+    n_artists : int, default 100
+        In [1, 1003].
+    data_dir : path, optional
+        Defaults to ``$STANFLOW_DATA_DIR``.
+
+    Returns
+    -------
+    ndarray, shape (992, n_artists)
+
+    Raises
+    ------
+    FileNotFoundError
+        Naming the file that is needed and where it comes from.
+    """
+    if not 1 <= int(n_artists) <= 1003:
+        raise ValueError(f"n_artists must be in [1, 1003], got {n_artists!r}")
+    root = data_dir if data_dir is not None else os.environ.get("STANFLOW_DATA_DIR")
+    if root is None:
+        raise FileNotFoundError(
+            f"STANFLOW_DATA_DIR is not set: the matrix factorisation needs "
+            f"$STANFLOW_DATA_DIR/{DATA_FILE}, the {DATA_ORIGIN}"
+        )
+    path = Path(root) / DATA_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path} does not exist: the matrix factorisation needs "
+            f"$STANFLOW_DATA_DIR/{DATA_FILE}, the {DATA_ORIGIN}"
+        )
+    counts = np.loadtxt(path, delimiter=",", usecols=range(int(n_artists)))
+    if np.any(counts < 0):
+        raise ValueError(f"{path}: counts must be non-negative")
+    return np.log1p(counts)
+
+
+def split_cells(
+    shape: tuple[int, int], rng: np.random.Generator, p_train: float = 0.5
+) -> Split:
+    """Each cell of a ``shape`` matrix in training with probability ``p_train``."""
+    train = rng.uniform(size=shape) < p_train
+    (train_rows, train_cols), (test_rows, test_cols) = (
+        np.nonzero(train),
+        np.nonzero(~train),
+    )
+    return Split(train_rows, train_cols, test_rows, test_cols)
+
+
+def matrix_factorisation(
+    Y: np.ndarray,
+    split: Split,
+    K: int = 20,
+    prior_sd: float = 10.0,
+    noise_sd: float = 1.0,
+) -> Problem:
+    """The LCVI problem of the training cells of ``Y``.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (I, J)
+    split : Split
+        Its training cells carry the decisions.
+    K : int, default 20
+    prior_sd, noise_sd : float, default 10 and 1
+        Positive.
+    """
+    Y = np.asarray(Y, dtype=float)
+    if Y.ndim != 2 or not np.all(np.isfinite(Y)):
+        raise ValueError(f"Y must be a finite matrix, got shape {Y.shape}")
+    if isinstance(K, bool) or int(K) < 1:
+        raise ValueError(f"K must be a positive integer, got {K!r}")
+    for name, value in (("prior_sd", prior_sd), ("noise_sd", noise_sd)):
+        if not float(value) > 0:
+            raise ValueError(f"{name} must be positive, got {value!r}")
+    I, J = Y.shape
+    rows, cols = split.train_rows, split.train_cols
+    y = Y[rows, cols]
+    data = {
+        "I": I,
+        "J": J,
+        "K": int(K),
+        "N": y.size,
+        "cell": cols * I + rows + 1,
+        "y": y,
+        "prior_sd": float(prior_sd),
+        "noise_sd": float(noise_sd),
+    }
+    return Problem(
+        name="matrix_factorisation",
+        template="lcvi/matrix_factorisation_lcvi",
+        data=data,
+        y=y,
+        sd=np.full(y.size, float(noise_sd)),
+        location=lambda fit: cell_locations(fit, rows, cols),
+        unconstrained=lambda fit: np.concatenate(
+            [
+                draws(fit, "U").reshape(-1, I * int(K)),
+                draws(fit, "V").reshape(-1, J * int(K)),
+            ],
+            axis=1,
+        ),
+        parameters=("U", "V"),
+    )
+
+
+def cell_locations(
+    fit: cmdstanpy.CmdStanVB, rows: np.ndarray, cols: np.ndarray
+) -> np.ndarray:
+    """Draws of ``(U V')[rows, cols]``, shape (T, len(rows))."""
+    U, V = draws(fit, "U"), draws(fit, "V")
+    return np.matmul(U, V.transpose(0, 2, 1))[:, rows, cols]

@@ -1,0 +1,52 @@
+"""Matrix factorisation for LCVI: the Last.fm loader, its errors, the train/test split."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stanflow.lcvi.mf import DATA_FILE, load_lastfm, matrix_factorisation, split_cells
+
+
+def test_loader_reads_log_counts(tmp_path):
+    (tmp_path / "lastfm").mkdir()
+    counts = np.array([[0, 3, 7], [1, 0, 2]])
+    np.savetxt(tmp_path / DATA_FILE, counts, delimiter=",", fmt="%d")
+    assert np.allclose(load_lastfm(2, tmp_path), np.log1p(counts[:, :2]))
+
+
+def test_missing_data_names_the_file_and_its_origin(tmp_path, monkeypatch):
+    with pytest.raises(
+        FileNotFoundError, match=r"lastfm_counts_992x1003\.csv.*Last\.fm-1K"
+    ):
+        load_lastfm(100, tmp_path)
+    monkeypatch.delenv("STANFLOW_DATA_DIR", raising=False)
+    with pytest.raises(
+        FileNotFoundError, match="STANFLOW_DATA_DIR is not set.*Last.fm"
+    ):
+        load_lastfm()
+    with pytest.raises(ValueError, match=r"n_artists must be in \[1, 1003\]"):
+        load_lastfm(0, tmp_path)
+
+
+def test_split_puts_each_cell_in_one_half():
+    split = split_cells((40, 50), np.random.default_rng(0))
+    train = set(zip(split.train_rows, split.train_cols, strict=True))
+    test = set(zip(split.test_rows, split.test_cols, strict=True))
+    assert not train & test and len(train | test) == 2000
+    assert abs(len(train) / 2000 - 0.5) < 0.05
+
+
+def test_problem_data_and_bad_input():
+    Y = np.arange(12.0).reshape(3, 4)
+    split = split_cells(Y.shape, np.random.default_rng(1))
+    problem = matrix_factorisation(Y, split, K=2)
+    cells = np.asarray(problem.data["cell"]) - 1  # column-major
+    assert np.array_equal(Y.ravel(order="F")[cells], problem.y)
+    assert problem.data["N"] == problem.n == split.train_rows.size
+    with pytest.raises(ValueError, match="K must be a positive integer"):
+        matrix_factorisation(Y, split, K=0)
+    with pytest.raises(ValueError, match="noise_sd must be positive"):
+        matrix_factorisation(Y, split, noise_sd=-1.0)
+    with pytest.raises(ValueError, match="Y must be a finite matrix"):
+        matrix_factorisation(np.full((2, 2), np.nan), split)

@@ -1,0 +1,66 @@
+"""The LCVI workflows in quick mode: their outputs, summary keys and the missing-data error."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from stanflow.workflows import run_workflow
+
+pytestmark = pytest.mark.e2e
+
+
+def test_eight_schools_workflow(cmdstan, tmp_path):
+    summary = run_workflow("lcvi-eight-schools", tmp_path, quick=True)
+    for key in [
+        "risk_hmc",
+        "risk_vi",
+        "risk_lcvi",
+        "risk_reduction_pct_mean",
+        "risk_reduction_pct_sd",
+        "n_seeds",
+    ]:
+        assert np.isfinite(summary[key]), key
+    assert summary["n_seeds"] == 2 and all(summary["settled"])
+    reduction = 100 * (
+        1
+        - np.array(summary["risk_lcvi_per_seed"])
+        / np.array(summary["risk_vi_per_seed"])
+    )
+    assert summary["risk_reduction_pct_mean"] == pytest.approx(reduction.mean())
+    # Calibration lowers the risk of mean-field VI; the exact posterior has less still.
+    assert summary["risk_lcvi"] < summary["risk_vi"]
+    assert summary["risk_hmc"] < summary["risk_vi"]
+    for name in ["marginals.png", "risk.png", "lcvi_eight_schools.nc", "hmc.nc"]:
+        assert (tmp_path / name).stat().st_size > 0
+    assert json.loads((tmp_path / "summary.json").read_text())["n_seeds"] == 2
+
+
+def test_matrix_factorisation_workflow(cmdstan, tmp_path):
+    summary = run_workflow("lcvi-mf", tmp_path, quick=True)
+    assert set(summary["risk_reduction_pct"]) == {
+        "tilted_0.2",
+        "tilted_0.5",
+        "tilted_0.8",
+        "squared",
+    }
+    assert summary["n_seeds"] == 2 and summary["shape"] == [200, 30]
+    for name, runs in summary["runs"].items():
+        reductions = [r["reduction_pct"] for r in runs]
+        assert summary["risk_reduction_pct"][name]["mean"] == pytest.approx(
+            np.mean(reductions)
+        )
+        for r in runs:
+            assert r["risk_vi"] > 0 and r["risk_lcvi"] > 0 and r["iterations"] == 1
+    for name in ["reductions.png", "decision_shift.png", "lcvi_mf.nc"]:
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_matrix_factorisation_without_data_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("STANFLOW_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(
+        FileNotFoundError, match="lastfm_counts_992x1003.csv.*Last.fm-1K"
+    ):
+        run_workflow("lcvi-mf", tmp_path / "out", quick=True)
