@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 from _common import machine_info, print_table, write_results
+from threadpoolctl import threadpool_limits
 
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.logistic import load_uci
@@ -71,22 +72,26 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=6, help="runs per configuration")
     parser.add_argument("--particles", type=int, default=10_000)
+    parser.add_argument("--kernel-dtype", default="float32", choices=("float32", "float64"))
     args = parser.parse_args()
     info = machine_info()
-    target = load_uci("pima")
+    target = load_uci("pima", kernel_dtype=args.kernel_dtype)
     rng = np.random.default_rng(20201214)
     draws = target.sample_pi0(rng, args.particles)
     q_heuristic = heuristic_q(target.log_pi0(draws), target.log_pi1(draws), 1 / 9)
     paths = {"geometric": 1.0, "q_path": q_heuristic}
     raw: dict = {s: {p: [] for p in paths} for s in SCHEDULES}
     # smc() with n_runs=2 per call (its minimum); --runs / 2 calls, alternating paths.
-    for _ in range(max(1, args.runs // 2)):
-        for schedule_name, schedule in SCHEDULES.items():
-            for path, q in paths.items():
-                seed = int(rng.integers(2**31))
-                raw[schedule_name][path].append(
-                    one_run(target, q, schedule, args.particles, seed)
-                )
+    # One BLAS thread throughout, like the single-threaded reference: idle OpenBLAS
+    # threads spin and would add CPU time without adding speed.
+    with threadpool_limits(limits=1):
+        for _ in range(max(1, args.runs // 2)):
+            for schedule_name, schedule in SCHEDULES.items():
+                for path, q in paths.items():
+                    seed = int(rng.integers(2**31))
+                    raw[schedule_name][path].append(
+                        one_run(target, q, schedule, args.particles, seed)
+                    )
     results, rows = {}, []
     for schedule_name in SCHEDULES:
         for path, q in paths.items():
@@ -149,6 +154,7 @@ def main() -> int:
             "machine": info,
             "load_average_at_end": list(os.getloadavg()),
             "n_particles": args.particles,
+            "kernel_dtype": args.kernel_dtype,
             "n_moves": 1,
             "runs_per_configuration": 2 * max(1, args.runs // 2),
             "log_z_truth": LOG_Z,

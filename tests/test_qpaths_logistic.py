@@ -36,6 +36,16 @@ def test_log_likelihood_matches_a_direct_sum():
     np.testing.assert_allclose(target.log_pi1(z), prior + direct, rtol=1e-12)
 
 
+def test_float32_kernel_stays_within_1e_4_of_the_direct_sum():
+    target = small_target(n=768)
+    fast = LogisticTarget(target.X, target.y, kernel_dtype="float32")
+    z = np.random.default_rng(2).normal(0, 1, size=(CHUNK + 3, 2))
+    direct = np.array([log_expit(target.y * (target.X @ row)).sum() for row in z])
+    np.testing.assert_allclose(fast.log_likelihood(z), direct, rtol=0, atol=1e-4)
+    with pytest.raises(ValueError, match="kernel_dtype"):
+        LogisticTarget(target.X, target.y, kernel_dtype="float16")
+
+
 def test_log_z_against_quadrature():
     target = small_target()
     truth = quadrature_log_z(target)

@@ -47,12 +47,23 @@ class LogisticTarget:
     """Design matrix ``X`` (shape ``(n, d)``, intercept first) and labels ``y`` (+-1).
 
     The attributes ``log_pi0``, ``sample_pi0`` and ``log_pi1`` are the
-    callables :func:`stanflow.qpaths.smc.smc` takes.
+    callables :func:`stanflow.qpaths.smc.smc` takes. ``kernel_dtype`` is the
+    floating type of the log-likelihood's products and log-sigmoids
+    (``"float32"`` is about 25% faster; the per-particle sums are always
+    accumulated in float64, and for Pima they then differ from float64 by
+    about 1e-5, far below any SMC error).
     """
 
     X: np.ndarray
     y: np.ndarray
     prior_sd: float = PRIOR_SD
+    kernel_dtype: str = "float64"
+
+    def __post_init__(self) -> None:
+        if self.kernel_dtype not in ("float64", "float32"):
+            raise ValueError(
+                f"kernel_dtype must be 'float64' or 'float32', got {self.kernel_dtype!r}"
+            )
 
     @property
     def dim(self) -> int:
@@ -72,20 +83,23 @@ class LogisticTarget:
 
     def log_likelihood(self, z: np.ndarray) -> np.ndarray:
         """``sum_i log sigmoid(y_i x_i' z)`` for particles ``z`` (N, d), shape (N,)."""
-        signed = (self.X * self.y[:, None]).T
+        dtype = np.dtype(self.kernel_dtype)
+        signed = (self.X * self.y[:, None]).T.astype(dtype)
         out = np.empty(len(z))
         # Blocks of particles keep the temporaries in cache; in-place ufuncs.
         for start in range(0, len(z), CHUNK):
             # One BLAS thread: the products are small, and threads contend.
             with _BLAS.limit(limits=1, user_api="blas"):
-                margin = z[start : start + CHUNK] @ signed
+                margin = z[start : start + CHUNK].astype(dtype) @ signed
             # log sigmoid(m) = min(m, 0) - log1p(exp(-|m|))
             tail = np.abs(margin)
             np.negative(tail, out=tail)
             np.exp(tail, out=tail)
             np.log1p(tail, out=tail)
             np.minimum(margin, 0.0, out=margin)
-            out[start : start + CHUNK] = margin.sum(axis=1) - tail.sum(axis=1)
+            out[start : start + CHUNK] = margin.sum(axis=1, dtype=np.float64) - tail.sum(
+                axis=1, dtype=np.float64
+            )
         return out
 
     def log_pi1(self, z: np.ndarray) -> np.ndarray:
@@ -156,8 +170,10 @@ def data_path(name: str, data_dir: str | Path | None = None) -> Path:
     return path
 
 
-def load_uci(name: str, data_dir: str | Path | None = None) -> LogisticTarget:
-    """Pima or Sonar as a :class:`LogisticTarget`.
+def load_uci(
+    name: str, data_dir: str | Path | None = None, kernel_dtype: str = "float64"
+) -> LogisticTarget:
+    """Pima or Sonar as a :class:`LogisticTarget` (``kernel_dtype``: see there).
 
     Predictors are centred and scaled to standard deviation 0.5 (population
     sd), an intercept column of ones is prepended, labels map to +-1 (Pima:
@@ -171,4 +187,4 @@ def load_uci(name: str, data_dir: str | Path | None = None) -> LogisticTarget:
     y = np.where(labels == positive, 1.0, -1.0)
     scaled = (predictors - predictors.mean(axis=0)) / predictors.std(axis=0)
     X = np.column_stack([np.ones(len(y)), PREDICTOR_SD * scaled])
-    return LogisticTarget(X, y)
+    return LogisticTarget(X, y, kernel_dtype=kernel_dtype)
