@@ -9,6 +9,8 @@
   ``smc`` group;
 - :mod:`~stanflow.qpaths.stan_moves`: NUTS moves through the q-path Stan
   template and the run layer (particles as chains);
+- :mod:`~stanflow.qpaths.stan_ti`: thermodynamic integration with NUTS at every
+  beta, one run set through the run layer;
 - :mod:`~stanflow.qpaths.choose_q`: the ESS heuristic for ``q`` and the q grid;
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
   Pima and Sonar data with a vectorised log-likelihood.

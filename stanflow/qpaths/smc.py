@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import arviz as az
 import numpy as np
@@ -483,7 +483,39 @@ def thermodynamic_integration(
         means.append(per_chain.mean())
         mcse.append(per_chain.std(ddof=1) / np.sqrt(n_chains))
         rates.append(accepted)
-    means, mcse = np.array(means), np.array(mcse)
+    return ti_result(
+        betas, np.array(means), np.array(mcse),
+        {"acceptance": ("step", np.array(rates))},
+        q=q, n_chains=n_chains, n_draws=n_draws, moves="random-walk Metropolis",
+    )
+
+
+def ti_result(
+    betas: np.ndarray,
+    means: np.ndarray,
+    mcse: np.ndarray,
+    extra: dict[str, Any],
+    **attrs: Any,
+) -> az.InferenceData:
+    """Integrate TI integrand means by the trapezoid rule, with error estimates.
+
+    Parameters
+    ----------
+    betas : ndarray, shape (K,)
+        The schedule (odd K: every other beta is the coarser rule whose
+        difference estimates the discretisation error).
+    means, mcse : ndarray, shape (K,)
+        Integrand means and their Monte Carlo standard errors.
+    extra : dict
+        More ``step`` variables for the group.
+    **attrs
+        More attributes (``q``, sampler settings).
+
+    Returns
+    -------
+    arviz.InferenceData
+        Group ``smc`` as :func:`thermodynamic_integration` describes.
+    """
     weights = _trapezoid_weights(betas)
     log_z = float(weights @ means)
     coarse = float(_trapezoid_weights(betas[::2]) @ means[::2])
@@ -494,7 +526,7 @@ def thermodynamic_integration(
             "beta": ("step", betas),
             "integrand": ("step", means),
             "integrand_mcse": ("step", mcse),
-            "acceptance": ("step", np.array(rates)),
+            **extra,
         },
         attrs={
             "algorithm": "ti",
@@ -502,9 +534,7 @@ def thermodynamic_integration(
             "log_z_se": float(np.hypot(log_z_mcse, discretisation)),
             "log_z_mcse": log_z_mcse,
             "log_z_discretisation": discretisation,
-            "q": float(q),
-            "n_chains": n_chains,
-            "n_draws": n_draws,
+            **attrs,
         },
     )
     return az.InferenceData(smc=group)
