@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.wbb import Draws, draw_weights, lasso, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter, weights
+from stanflow.wbb import (
+    Draws,
+    draw_weights,
+    lasso,
+    wbb,
+    wbb_lasso,
+    wbb_ridge,
+    wbb_trend_filter,
+    weights,
+)
 
 RNG = np.random.default_rng(7)
 

@@ -5,6 +5,11 @@
 - :mod:`~stanflow.wbb.ridge`: weighted ridge in closed form;
 - :mod:`~stanflow.wbb.trend_filtering`: weighted trend filtering of order k
   (barrier method on the dual, banded Newton steps);
+- :mod:`~stanflow.wbb.stan_optimize`: smooth losses and penalties through
+  CmdStan ``optimize`` on ``stan/wbb/weighted_glm.stan``, one run per draw
+  through :mod:`stanflow.runs` (imported on demand: it needs the toolchain);
+- :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier trained by
+  full-batch L-BFGS with per-example loss weights;
 - :mod:`~stanflow.wbb.bootstrap`: the driver, results as InferenceData with
   ``posterior``, ``sample_stats`` (``converged``) and ``weights`` groups.
 

@@ -43,9 +43,15 @@ from dataclasses import dataclass
 from math import comb
 
 import numpy as np
-from scipy.linalg import solveh_banded
+from scipy.linalg import LinAlgError, solve_banded, solveh_banded
 
-from stanflow.wbb._checks import check_lam, check_max_iter, check_positive, check_vector, check_weights
+from stanflow.wbb._checks import (
+    check_lam,
+    check_max_iter,
+    check_positive,
+    check_vector,
+    check_weights,
+)
 
 ARMIJO = 0.01
 BACKTRACK = 0.5
@@ -160,7 +166,9 @@ def _solve(
         grad = t * (Anu - b) + 1 / hi - 1 / lo
         hess = t * band
         hess[-1] += 1 / hi**2 + 1 / lo**2
-        delta = -solveh_banded(hess, grad, check_finite=False)
+        delta = _newton_direction(hess, grad)
+        if delta is None:
+            break
         decrement = -grad @ delta
         trial = _line_search(nu, delta, grad, t, b, v, c, bound)
         if trial is None:
@@ -169,6 +177,26 @@ def _solve(
         if decrement / 2 <= CENTRED:
             t = max(t * T_FACTOR, T_FACTOR * 2 * b.size / max(gap, np.finfo(float).tiny))
     return y - v * np.convolve(nu, c), nu, gap, False, step
+
+
+def _newton_direction(hess: np.ndarray, grad: np.ndarray) -> np.ndarray | None:
+    """``-hess^-1 grad`` by banded Cholesky; banded LU when rounding makes the
+    (mathematically positive definite) Hessian fail Cholesky, as tiny weights
+    can; None if both fail (the draw is then reported as not converged)."""
+    try:
+        return -solveh_banded(hess, grad, check_finite=False)
+    except LinAlgError:
+        pass
+    order = hess.shape[0] - 1
+    full = np.zeros((2 * order + 1, hess.shape[1]))
+    full[: order + 1] = hess
+    for lag in range(1, order + 1):  # lower diagonals mirror the upper ones
+        full[order + lag, :-lag] = hess[order - lag, lag:]
+    try:
+        delta = -solve_banded((order, order), full, grad, check_finite=False)
+    except (LinAlgError, ValueError):
+        return None
+    return delta if np.all(np.isfinite(delta)) else None
 
 
 def _banded(v: np.ndarray, c: np.ndarray) -> np.ndarray:
