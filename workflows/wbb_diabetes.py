@@ -40,7 +40,6 @@ matplotlib.use("Agg")
 import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
-from sklearn.datasets import load_diabetes
 
 from stanflow.idata import save, to_inference_data
 from stanflow.models import compile_model, program_path
@@ -59,6 +58,13 @@ GRID = 100
 
 def diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Standardised X (442, 10), centred y and the feature names."""
+    try:
+        from sklearn.datasets import load_diabetes
+    except ImportError:
+        raise ImportError(
+            "wbb-diabetes reads the diabetes data shipped with scikit-learn: "
+            "pip install 'stanflow[examples]'"
+        ) from None
     data = load_diabetes(scaled=False)
     X = (data.data - data.data.mean(axis=0)) / data.data.std(axis=0)
     return X, data.target - data.target.mean(), list(data.feature_names)
