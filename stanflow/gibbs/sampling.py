@@ -227,7 +227,9 @@ def posterior(
         not in ("N", "K", "y", "n_loss_params", "n_prior_params", "save_pointwise_loss")
         and np.size(value) > 0
     }
-    dims = {"y": ["obs"], "pointwise_loss": ["obs"]}
+    dims = {"y": ["obs"]}
+    if save_pointwise_loss:
+        dims["pointwise_loss"] = ["obs"]
     if X is not None:
         dims.update(
             beta=["coef"], X=["obs", "coef"], lower_bound=["coef"], upper_bound=["coef"]
