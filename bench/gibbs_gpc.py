@@ -65,7 +65,7 @@ def timed(design: str, cores: int, **kwargs) -> dict:
         result.update(ess_min=c["ess_min"].values.round(0).tolist(),
                       ess_median=c["ess_median"].values.round(0).tolist(),
                       n_direct=c["n_direct"].values.tolist(),
-                      proposal_runs=int(len(np.unique(c["omega_ref"].values))))
+                      proposal_runs=len(np.unique(c["omega_ref"].values)))
     return result
 
 

@@ -104,7 +104,7 @@ def test_gpc_grid_median_centres_near_omega_star():
     about 0.015. The tolerance is 3 replication standard errors plus that bias.
     """
     rng = np.random.default_rng(1)
-    omegas, steps = [], []
+    omegas = []
     for r in range(20):
         y = rng.gamma(2.0, 1.0, 100)
         c = gpc(y, bounds=(0, 8), seed=r, grid_points=401, max_steps=60, eps=0.0).calibration

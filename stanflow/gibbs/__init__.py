@@ -12,12 +12,12 @@
 See ``docs/gibbs.md``.
 """
 
-from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
 from stanflow.gibbs.gpc import gpc
 from stanflow.gibbs.information import information_matching
+from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
 from stanflow.gibbs.plugin import calibrate
-from stanflow.gibbs.safebayes import safebayes
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
+from stanflow.gibbs.safebayes import safebayes
 from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 
 __all__ = [
