@@ -387,18 +387,19 @@ def gpc(
 
         def evaluate(omega: float, t: int) -> dict[str, float]:
             return {"coverage": grid_coverage(theta, sums, omega, float(estimate[0]), alpha, log_prior)[0]}
-    elif design == "resample":
-        evaluate = _stan_evaluator(
-            y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
-            bounds, _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir,
-            executor, progress,
-        )
     else:
-        evaluate = _reweight_evaluator(
-            y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
-            bounds, _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir,
-            executor, progress, proposal_draws, proposal_chains, float(proposal_scale), float(min_ess),
+        stan = _StanGibbs(
+            y, X, estimate, loss, loss_params, prior, prior_params, bounds,
+            _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir, executor, progress,
         )
+        if design == "resample":
+            evaluate = _stan_evaluator(stan, indices, alpha)
+        else:
+            evaluate = _reweight_evaluator(
+                stan, indices, alpha, proposal_draws, proposal_chains,
+                float(proposal_scale), float(min_ess),
+            )
+        evaluate.cleanup = stan.cleanup  # type: ignore[attr-defined]
 
     omegas: list[float] = []
     records: list[dict[str, float]] = []
@@ -451,50 +452,97 @@ def gpc(
     return az.InferenceData(calibration=group)
 
 
+class _StanGibbs:
+    """The Stan backend's shared pieces: the compiled template, the data of a
+    resample at a rate, and running specs through the run layer into
+    ``out_dir`` (a temporary folder, removed by :meth:`cleanup`, by default)."""
+
+    def __init__(self, y, X, estimate, loss, loss_params, prior, prior_params, bounds,
+                 draws, warmup, seed, out_dir, executor, progress) -> None:
+        import tempfile
+
+        from stanflow.gibbs.sampling import gibbs_model
+
+        self.y, self.X, self.estimate = y, X, estimate
+        self.spec = {
+            "loss": loss,
+            "loss_params": loss_params,
+            "prior": prior,
+            "prior_params": prior_params,
+            "bounds": (-math.inf, math.inf) if bounds is None else bounds,
+        }
+        self.draws, self.warmup, self.seed = draws, warmup, seed
+        self.executor, self.progress = executor, progress
+        self.model = gibbs_model(loss, prior, linear=X is not None)
+        self.own = out_dir is None
+        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(out_dir)
+        self.variable = "theta" if X is None else "beta"
+        self.point = estimate[0] if X is None else estimate
+        self.init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
+
+    def data(self, rows: np.ndarray | None, omega: float, **extra: Any) -> dict[str, Any]:
+        """The template's data for the observations ``rows`` (all if None)."""
+        from stanflow.gibbs.sampling import stan_data
+
+        y = self.y if rows is None else self.y[rows]
+        X = self.X if self.X is None or rows is None else self.X[rows]
+        return stan_data(y, omega=omega, X=X, **self.spec, **extra)
+
+    def run(self, specs: list[Any], name: str, seed: int) -> az.InferenceData:
+        """Run ``specs`` as the run set ``out_dir/name``; every run must succeed."""
+        from stanflow.runs import RunSet
+
+        runset = RunSet(self.model, specs, out_dir=self.root / name, root_seed=seed)
+        runs = runset.run(self.executor, progress=self.progress)
+        failed = [r.index for r in runs if not r.ok]
+        if failed:
+            raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
+        return runset.to_inference_data()
+
+    def sample_resamples(
+        self, indices: np.ndarray, omega: float, name: str
+    ) -> tuple[np.ndarray, float]:
+        """Draws of each resample's posterior, shape ``(R, S[, K])``, and the
+        runs' summed sampling time."""
+        from stanflow.runs import RunSpec
+
+        specs = [
+            RunSpec(data=self.data(rows, omega), inits=self.init,
+                    args={"num_samples": self.draws, "num_warmup": self.warmup})
+            for rows in indices
+        ]
+        idata = self.run(specs, name, self.seed)
+        values = idata.posterior[self.variable].stack(sample=("chain", "draw"))
+        values = values.transpose("run", "sample", ...).values
+        return values, float(idata.run_stats["total_time"].sum())
+
+    def cleanup(self) -> None:
+        if self.own:
+            import shutil
+
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
 def _stan_evaluator(
-    y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
-    bounds, draws, warmup, seed, out_dir, executor, progress,
+    stan: _StanGibbs, indices: np.ndarray, alpha: float
 ) -> Callable[[float, int], dict[str, float]]:
     """The ``resample`` design's step: one RunSet of the B resamples at ``omega``."""
-    from stanflow.gibbs.sampling import stan_data
-    from stanflow.runs import RunSpec
-
-    model, root, cleanup = _stan_setup(loss, prior, X, out_dir)
-    bounds = (-math.inf, math.inf) if bounds is None else bounds
-    variable = "theta" if X is None else "beta"
-    init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
 
     def evaluate(omega: float, t: int) -> dict[str, float]:
-        specs = [
-            RunSpec(
-                data=stan_data(
-                    y[idx], omega=omega, loss=loss, loss_params=loss_params,
-                    prior=prior, prior_params=prior_params,
-                    X=None if X is None else X[idx], bounds=bounds,
-                ),
-                inits=init,
-                args={"num_samples": draws, "num_warmup": warmup},
-            )
-            for idx in indices
-        ]
         start = time.perf_counter()
-        idata = _run(model, specs, root / f"step-{t:02d}", seed, executor, progress)
-        values = idata.posterior[variable]  # (chain, draw, run[, coef])
-        values = values.stack(sample=("chain", "draw")).transpose("run", "sample", ...)
+        values, sampling = stan.sample_resamples(indices, omega, f"step-{t:02d}")
         return {
-            "coverage": draws_coverage(values.values, estimate if X is not None else estimate[0], alpha),
+            "coverage": draws_coverage(values, stan.point, alpha),
             "step_wall_time": time.perf_counter() - start,
-            "step_sampling_time": float(idata.run_stats["total_time"].sum()),
+            "step_sampling_time": sampling,
         }
 
-    evaluate.cleanup = cleanup  # type: ignore[attr-defined]
     return evaluate
 
 
 def _reweight_evaluator(
-    y, X, indices, estimate, alpha, loss, loss_params, prior, prior_params,
-    bounds, draws, warmup, seed, out_dir, executor, progress,
-    proposal_draws, proposal_chains, proposal_scale, min_ess,
+    stan: _StanGibbs, indices: np.ndarray, alpha: float,
+    proposal_draws: int, proposal_chains: int, proposal_scale: float, min_ess: float,
 ) -> Callable[[float, int], dict[str, float]]:
     """The ``reweight`` design's step: importance weights on one proposal sample.
 
@@ -506,34 +554,23 @@ def _reweight_evaluator(
     at the current ``omega`` first.
     """
     from stanflow.gibbs import reweighting
-    from stanflow.gibbs.sampling import stan_data
     from stanflow.runs import RunSpec
 
-    model, root, cleanup = _stan_setup(loss, prior, X, out_dir)
-    bounds = (-math.inf, math.inf) if bounds is None else bounds
-    variable = "theta" if X is None else "beta"
-    init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
-    counts = reweighting.resample_counts(indices, len(y))
+    counts = reweighting.resample_counts(indices, len(stan.y))
     per_chain = -(-proposal_draws // proposal_chains)
     proposal: dict[str, Any] = {}
 
     def draw_proposal(omega_ref: float) -> float:
-        data = stan_data(
-            y, omega=omega_ref, loss=loss, loss_params=loss_params, prior=prior,
-            prior_params=prior_params, X=X, bounds=bounds, save_pointwise_loss=True,
-        )
-        specs = [
-            RunSpec(data=data, inits=init,
-                    args={"num_samples": per_chain, "num_warmup": warmup, "sig_figs": 18})
-            for _ in range(proposal_chains)
-        ]
+        data = stan.data(None, omega_ref, save_pointwise_loss=True)
+        args = {"num_samples": per_chain, "num_warmup": stan.warmup, "sig_figs": 18}
+        specs = [RunSpec(data=data, inits=stan.init, args=args) for _ in range(proposal_chains)]
         number = proposal.get("number", -1) + 1
-        idata = _run(model, specs, root / f"proposal-{number:02d}", seed + number, executor, progress)
+        idata = stan.run(specs, f"proposal-{number:02d}", stan.seed + number)
         stacked = idata.posterior.stack(sample=("run", "chain", "draw"))
         proposal.update(
             number=number,
             omega_ref=omega_ref,
-            draws=stacked[variable].transpose("sample", ...).values,
+            draws=stacked[stan.variable].transpose("sample", ...).values,
             pointwise_loss=stacked["pointwise_loss"].transpose("sample", ...).values,
         )
         return float(idata.run_stats["total_time"].sum())
@@ -543,27 +580,6 @@ def _reweight_evaluator(
             proposal["pointwise_loss"], counts, omega, proposal["omega_ref"]
         )
         return reweighting.normalise(log_w)
-
-    def direct(omega: float, t: int, poor: np.ndarray) -> tuple[np.ndarray, float]:
-        """Sample the poorly served resamples themselves; their coverage flags."""
-        specs = [
-            RunSpec(
-                data=stan_data(
-                    y[indices[b]], omega=omega, loss=loss, loss_params=loss_params,
-                    prior=prior, prior_params=prior_params,
-                    X=None if X is None else X[indices[b]], bounds=bounds,
-                ),
-                inits=init,
-                args={"num_samples": draws, "num_warmup": warmup},
-            )
-            for b in poor
-        ]
-        idata = _run(model, specs, root / f"direct-{t:02d}", seed, executor, progress)
-        values = idata.posterior[variable].stack(sample=("chain", "draw"))
-        values = values.transpose("run", "sample", ...).values
-        point = estimate if X is not None else estimate[0]
-        inside = np.array([draws_coverage(v[None], point, alpha) == 1.0 for v in values])
-        return inside, float(idata.run_stats["total_time"].sum())
 
     def evaluate(omega: float, t: int) -> dict[str, float]:
         start = time.perf_counter()
@@ -576,13 +592,15 @@ def _reweight_evaluator(
             sampling += draw_proposal(proposal_scale * omega)
             w = weights(omega)
             ess = reweighting.kish_ess(w)
-        if X is None:
-            inside = reweighting.interval_coverage(proposal["draws"], w, float(estimate[0]), alpha)
+        if stan.X is None:
+            inside = reweighting.interval_coverage(proposal["draws"], w, stan.point, alpha)
         else:
-            inside = reweighting.ellipsoid_coverage(proposal["draws"], w, estimate, alpha)
+            inside = reweighting.ellipsoid_coverage(proposal["draws"], w, stan.point, alpha)
         poor = np.flatnonzero(ess < min_ess)
         if poor.size:
-            inside[poor], seconds = direct(omega, t, poor)
+            # Sample the poorly served resamples themselves.
+            values, seconds = stan.sample_resamples(indices[poor], omega, f"direct-{t:02d}")
+            inside[poor] = [draws_coverage(v[None], stan.point, alpha) == 1.0 for v in values]
             sampling += seconds
         return {
             "coverage": float(np.mean(inside)),
@@ -594,37 +612,7 @@ def _reweight_evaluator(
             "omega_ref": float(proposal["omega_ref"]),
         }
 
-    evaluate.cleanup = cleanup  # type: ignore[attr-defined]
     return evaluate
-
-
-def _stan_setup(loss, prior, X, out_dir) -> tuple[Any, Path, Callable[[], None]]:
-    """The compiled template, the folder for the run sets, and its cleanup."""
-    import shutil
-    import tempfile
-
-    from stanflow.gibbs.sampling import gibbs_model
-
-    model = gibbs_model(loss, prior, linear=X is not None)
-    own = out_dir is None
-    root = Path(tempfile.mkdtemp(prefix="gpc-")) if own else Path(out_dir)
-
-    def cleanup() -> None:
-        if own:
-            shutil.rmtree(root, ignore_errors=True)
-
-    return model, root, cleanup
-
-
-def _run(model, specs, out_dir: Path, seed: int, executor, progress) -> az.InferenceData:
-    """Run a set of specs through the run layer; every run must succeed."""
-    from stanflow.runs import RunSet
-
-    runset = RunSet(model, specs, out_dir=out_dir, root_seed=seed)
-    failed = [r.index for r in runset.run(executor, progress=progress) if not r.ok]
-    if failed:
-        raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
-    return runset.to_inference_data()
 
 
 def _estimate(y, X, value, bounds, estimate) -> np.ndarray:
