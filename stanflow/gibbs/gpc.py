@@ -43,7 +43,8 @@ Two backends evaluate step 2:
   ``B`` times the cost. All run sets use one root seed.
 
 The pieces are pure functions (:func:`bootstrap_indices`, :func:`update`,
-:func:`converged`, :func:`grid_coverage`, :func:`draws_coverage`); :func:`gpc`
+:func:`converged`, :func:`grid_coverage`, :func:`draws_coverage`,
+:func:`draws_inside`); :func:`gpc`
 runs the loop and returns the ``calibration`` group.
 """
 
@@ -183,11 +184,23 @@ def draws_coverage(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> flo
     -------
     float
     """
+    return float(np.mean(draws_inside(draws, estimate, alpha)))
+
+
+def draws_inside(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> np.ndarray:
+    """Whether each posterior's credible region holds ``estimate``.
+
+    Parameters as :func:`draws_coverage`.
+
+    Returns
+    -------
+    ndarray of bool, shape (B,)
+    """
     _check_alpha(alpha)
     draws = np.asarray(draws, dtype=float)
     if draws.ndim == 2:
         low, high = np.quantile(draws, [alpha / 2, 1 - alpha / 2], axis=1)
-        return float(np.mean((low <= estimate) & (estimate <= high)))
+        return (low <= estimate) & (estimate <= high)
     if draws.ndim != 3:
         raise ValueError(f"draws must have shape (B, S) or (B, S, K), got {draws.shape}")
     estimate = np.asarray(estimate, dtype=float).reshape(-1)
@@ -203,7 +216,7 @@ def draws_coverage(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> flo
     gap = estimate - mean[:, 0, :]
     d_estimate = np.einsum("bk,bkl,bl->b", gap, inverse, gap)
     radius = np.quantile(d_draws, 1 - alpha, axis=1)
-    return float(np.mean(d_estimate <= radius))
+    return d_estimate <= radius
 
 
 def risk_minimiser(
@@ -600,7 +613,7 @@ def _reweight_evaluator(
         if poor.size:
             # Sample the poorly served resamples themselves.
             values, seconds = stan.sample_resamples(indices[poor], omega, f"direct-{t:02d}")
-            inside[poor] = [draws_coverage(v[None], stan.point, alpha) == 1.0 for v in values]
+            inside[poor] = draws_inside(values, stan.point, alpha)
             sampling += seconds
         return {
             "coverage": float(np.mean(inside)),

@@ -87,19 +87,19 @@ class LogisticTarget:
         signed = (self.X * self.y[:, None]).T.astype(dtype)
         out = np.empty(len(z))
         # Blocks of particles keep the temporaries in cache; in-place ufuncs.
-        for start in range(0, len(z), CHUNK):
-            # One BLAS thread: the products are small, and threads contend.
-            with _BLAS.limit(limits=1, user_api="blas"):
+        # One BLAS thread: the products are small, and threads contend.
+        with _BLAS.limit(limits=1, user_api="blas"):
+            for start in range(0, len(z), CHUNK):
                 margin = z[start : start + CHUNK].astype(dtype) @ signed
-            # log sigmoid(m) = min(m, 0) - log1p(exp(-|m|))
-            tail = np.abs(margin)
-            np.negative(tail, out=tail)
-            np.exp(tail, out=tail)
-            np.log1p(tail, out=tail)
-            np.minimum(margin, 0.0, out=margin)
-            out[start : start + CHUNK] = margin.sum(axis=1, dtype=np.float64) - tail.sum(
-                axis=1, dtype=np.float64
-            )
+                # log sigmoid(m) = min(m, 0) - log1p(exp(-|m|))
+                tail = np.abs(margin)
+                np.negative(tail, out=tail)
+                np.exp(tail, out=tail)
+                np.log1p(tail, out=tail)
+                np.minimum(margin, 0.0, out=margin)
+                out[start : start + CHUNK] = margin.sum(
+                    axis=1, dtype=np.float64
+                ) - tail.sum(axis=1, dtype=np.float64)
         return out
 
     def log_pi1(self, z: np.ndarray) -> np.ndarray:
