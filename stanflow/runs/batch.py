@@ -267,16 +267,23 @@ def _timed_out(job: Job, timeout: float | None) -> Outcome:
 
 
 def _console_tail(job: Job) -> str:
-    """The last lines of a job's console text, for failure messages."""
+    return console_tail(job.console)
+
+
+def console_tail(path: str | os.PathLike) -> str:
+    """The last lines of a console file, headed by its path, for failure messages.
+
+    Returns ``""`` when the file cannot be read.
+    """
     try:
-        with open(job.console, "rb") as console:
+        with open(path, "rb") as console:
             console.seek(0, os.SEEK_END)
             console.seek(max(0, console.tell() - _CONSOLE_TAIL_BYTES))
             text = console.read().decode(errors="replace")
     except OSError:
         return ""
     lines = text.strip().splitlines()[-_CONSOLE_TAIL_LINES:]
-    return f"\n--- end of console ({job.console}) ---\n" + "\n".join(lines)
+    return f"\n--- end of console ({path}) ---\n" + "\n".join(lines)
 
 
 def _stopped(stop: threading.Event | None) -> bool:

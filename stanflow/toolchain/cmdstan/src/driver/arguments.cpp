@@ -158,10 +158,22 @@ argument* category::child(const std::string& name) const {
   return nullptr;
 }
 
+bool category::hidden() const {
+  if (!extension_)
+    return false;
+  for (const auto& c : children_) {
+    auto* value = dynamic_cast<const value_argument*>(c.get());
+    if (!(value ? value->is_default() : c->hidden()))
+      return false;
+  }
+  return true;
+}
+
 void category::print_children(std::vector<std::string>& lines,
                               int depth) const {
   for (const auto& c : children_)
-    c->print(lines, depth);
+    if (!c->hidden())
+      c->print(lines, depth);
 }
 
 void category::print(std::vector<std::string>& lines, int depth) const {
@@ -171,7 +183,8 @@ void category::print(std::vector<std::string>& lines, int depth) const {
 
 void category::describe(std::vector<std::string>& lines, int depth) const {
   lines.push_back(indent(depth) + name());
-  lines.push_back(indent(depth + 2) + help());
+  lines.push_back(indent(depth + 2) + help()
+                  + (extension_ ? " (stanflow extension)" : ""));
   for (const auto& c : children_)
     c->describe(lines, depth + 1);
 }
@@ -180,6 +193,8 @@ void category::to_json(std::string& out) const {
   out += '{';
   bool first = true;
   for (const auto& c : children_) {
+    if (c->hidden())
+      continue;
     if (!first)
       out += ", ";
     first = false;

@@ -35,6 +35,8 @@ class argument {
   virtual void to_json(std::string& out) const = 0;
   /** The category whose children are active after this node is matched. */
   virtual category* active_child() { return nullptr; }
+  /** Whether the node is left out of the printed config and its JSON. */
+  virtual bool hidden() const { return false; }
 
  private:
   std::string name_;
@@ -79,10 +81,17 @@ class value_argument : public argument {
   std::string default_formatted_;
 };
 
-/** A named group of arguments, given as a bare token. */
+/**
+ * A named group of arguments, given as a bare token. A stanflow extension
+ * (not in CmdStan) is printed only when one of its values is set, so that
+ * the config of a run that does not use it reads exactly as CmdStan's.
+ */
 class category : public argument {
  public:
   using argument::argument;
+  /** Mark the group as a stanflow extension. */
+  void mark_extension() { extension_ = true; }
+  bool hidden() const override;
   template <typename T, typename... Args>
   T& add(Args&&... args) {
     children_.push_back(std::make_unique<T>(std::forward<Args>(args)...));
@@ -100,6 +109,7 @@ class category : public argument {
 
  private:
   std::vector<std::unique_ptr<argument>> children_;
+  bool extension_ = false;
 };
 
 /** A choice among categories, given as `name=option`. */

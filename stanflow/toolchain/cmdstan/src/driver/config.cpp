@@ -134,6 +134,10 @@ void add_variational(category& variational) {
   add_positive_real(variational, "tol_rel_obj", "Relative tolerance parameter for convergence.", "0.01");
   add_positive_int(variational, "eval_elbo", "Number of iterations between ELBO evaluations", "100");
   add_int(variational, "output_samples", "Number of approximate posterior output draws to save.", "1000", 0);
+  auto& checkpoint = variational.add<category>("checkpoint", "Resumable ADVI: save the optimiser's state, continue from a saved state");
+  checkpoint.mark_extension();
+  add_string(checkpoint, "load", "State file of an earlier run to continue from (skips initialisation and adaptation)", "");
+  checkpoint.add<value_argument>("save", "File to write the state to after the last iteration", kind::string, "", " Path of the file to write", nullptr);
 }
 
 void add_pathfinder(category& pathfinder) {
