@@ -19,7 +19,7 @@ and without it), to show where the time goes.
 
 Usage::
 
-    /work/venv/bin/python bench/compile_pch.py [--pairs 3] [--phases]
+    .venv/bin/python bench/compile_pch.py [--pairs 3] [--phases]
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         )
     data = {
         "benchmark": "compile_pch",
-        "command": "/work/venv/bin/python bench/compile_pch.py --pairs "
+        "command": ".venv/bin/python bench/compile_pch.py --pairs "
         f"{args.pairs}{' --phases' if args.phases else ''}",
         "machine": info,
         "toolchain": str(root),

@@ -22,7 +22,7 @@ outside Stan's timer.
 
 Usage::
 
-    /work/venv/bin/python bench/overhead.py [--reps 20]
+    .venv/bin/python bench/overhead.py [--reps 20]
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     )
     data = {
         "benchmark": "overhead",
-        "command": f"/work/venv/bin/python bench/overhead.py --reps {args.reps}",
+        "command": f".venv/bin/python bench/overhead.py --reps {args.reps}",
         "machine": info,
         "model": TINY,
         "runs": runs,

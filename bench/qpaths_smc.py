@@ -18,7 +18,7 @@ alternate in one invocation so they see the same machine load.
 
 Usage::
 
-    /work/venv/bin/python bench/qpaths_smc.py [--runs 5] [--particles 10000]
+    .venv/bin/python bench/qpaths_smc.py [--runs 5] [--particles 10000]
 
 Needs ``STANFLOW_DATA_DIR`` (``uci/pima-indians-diabetes.data``).
 """

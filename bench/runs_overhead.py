@@ -23,7 +23,7 @@ executables' own times``, the latter being each CSV's ``Elapsed Time ...
 
 Usage::
 
-    /work/venv/bin/python bench/runs_overhead.py [--runs 500] [--reps 3]
+    .venv/bin/python bench/runs_overhead.py [--runs 500] [--reps 3]
 """
 
 from __future__ import annotations
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     data = {
         "benchmark": "runs_overhead",
         "command": (
-            "/work/venv/bin/python bench/runs_overhead.py "
+            ".venv/bin/python bench/runs_overhead.py "
             f"--runs {args.runs} --reps {args.reps}"
         ),
         "machine": info,
