@@ -322,9 +322,10 @@ def compile_model(
     The rendered program, the model name, the toolchain identity and the sorted
     flags are hashed into a key; ``$STANFLOW_HOME/models/<key>/`` holds the
     program, its executable and a ``stanflow.json`` manifest. A hit loads the
-    executable without recompiling. A miss compiles into a temporary folder
-    beside it and renames it into place, under a per-key file lock, so two
-    processes asking for the same model compile it once.
+    executable without recompiling (and within one process returns the model
+    object loaded before). A miss compiles into a temporary folder beside it
+    and renames it into place, under a per-key file lock, so two processes
+    asking for the same model compile it once.
 
     Parameters
     ----------
@@ -388,12 +389,23 @@ def compile_model(
                     "created": datetime.datetime.now(datetime.UTC).isoformat(),
                 }
                 _build(entry, name, code, origins, manifest, source)
-    return cmdstanpy.CmdStanModel(
-        stan_file=entry / f"{name}.stan",
-        exe_file=entry / name,
-        stanc_options=stanc or None,
-        cpp_options=cpp or None,
-    )
+    exe = entry / name
+    loaded = _LOADED.get(key)
+    if loaded is None or loaded[0] != exe.stat().st_mtime_ns:
+        model = cmdstanpy.CmdStanModel(
+            stan_file=entry / f"{name}.stan",
+            exe_file=exe,
+            stanc_options=stanc or None,
+            cpp_options=cpp or None,
+        )
+        loaded = _LOADED[key] = (exe.stat().st_mtime_ns, model)
+    return loaded[1]
+
+
+_LOADED: dict[str, tuple[int, cmdstanpy.CmdStanModel]] = {}
+"""Models loaded in this process by cache key (with the executable's mtime):
+building a ``CmdStanModel`` runs stanc for the program's info, about 40 ms,
+which loops that compile the same program in every call need not pay again."""
 
 
 def _build(

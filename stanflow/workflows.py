@@ -157,10 +157,18 @@ def write_summary(out: Path, summary: Mapping[str, Any]) -> Path:
     TypeError
         If a value cannot be written as JSON; the message names its key.
     """
-    text = json.dumps(_jsonable(summary, "summary"), indent=2, allow_nan=False) + "\n"
-    return _write_atomic(
-        Path(out) / "summary.json", lambda tmp: Path(tmp).write_text(text)
-    )
+    return write_json(Path(out) / "summary.json", summary)
+
+
+def write_json(path: Path, record: Mapping[str, Any]) -> Path:
+    """Write ``record`` as JSON to ``path`` atomically, as :func:`write_summary` does.
+
+    Long workflows use it to checkpoint finished pieces: a file is either
+    complete or absent, so a rerun can trust every file it finds.
+    """
+    path = Path(path)
+    text = json.dumps(_jsonable(record, path.stem), indent=2, allow_nan=False) + "\n"
+    return _write_atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:

@@ -1,6 +1,6 @@
 """The LCVI loop on eight schools (the model of test_lcvi_stan_e2e, cached): it records
-plain VI and LCVI iterations, its decisions settle, LCVI does not raise the
-empirical risk of plain VI, and bad input fails before any run."""
+plain VI and the LCVI blocks, LCVI branches off plain VI's trajectory, lowers
+its empirical risk at a small cost in ELBO, and bad input fails before any run."""
 
 from __future__ import annotations
 
@@ -31,21 +31,37 @@ def test_empirical_risk_and_settling():
 
 
 @pytest.mark.e2e
-def test_loop_records_vi_and_lcvi_iterations_and_settles(cmdstan):
-    idata = lcvi(
-        SCHOOLS, "tilted", q=0.2, max_iter=6, seed=3, variational_args={"iter": 3000}
-    )
+def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
+    with pytest.warns(RuntimeWarning, match="decisions still moved by up to .* in the last block"):
+        idata = lcvi(
+            SCHOOLS,
+            "tilted",
+            q=0.2,
+            seed=3,
+            decision_every=1000,
+            tol=1e-9,  # never settles: LCVI goes on to max_iter
+            max_iter=8000,
+            advi_args={"iter": 6000},
+            output_dir=tmp_path,
+        )
     dec = idata.decisions
-    assert dec.h.shape[1] == 8 and 2 <= dec.sizes["iteration"] <= 7
-    assert dec.attrs["settled"] == 1
-    assert np.max(np.abs(dec.h[-1] - dec.h[-2])) <= 0.05
+    # plain VI, then LCVI from iteration 3000 in blocks of 1000, past iter
+    assert dec.h.shape == (6, 8)
+    assert dec.advi_iteration.values.tolist() == [6000, 4000, 5000, 6000, 7000, 8000]
+    assert dec.attrs["branch_iter"] == 3000 and dec.attrs["decision_rule"] == "bayes"
     assert np.all(np.isfinite(dec.elbo)) and np.all(np.isfinite(dec.utility))
     assert dec.attrs["scale"] > 0 and dec.attrs["loss_params"] == [0.2]
     assert dec.attrs["advi_eta"] > 0 and dec.attrs["advi_grad_samples"] == 10
-    assert float(dec.risk[-1]) < float(dec.risk[0])
+    # LCVI is compared with plain VI continued to the same budget
+    assert int(dec.baseline_advi_iteration) == 8000 and dec.attrs["settled"] == 0
+    (folder,) = tmp_path.glob("lcvi-tilted-*")  # the call's own folder
+    assert (folder / "vi-longer-state.json").is_file()
+    assert float(dec.risk[-1]) < float(dec.baseline_risk)
     # The ELBO gives way a little to the utility term, never much.
-    assert float(dec.elbo[0]) - 1.0 < float(dec.elbo[-1]) <= float(dec.elbo[0]) + 0.1
+    assert float(dec.elbo[0]) - 1.0 < float(dec.elbo[-1]) <= float(dec.elbo[0]) + 0.5
     assert idata.posterior.theta.shape[-1] == 8
+    assert (folder / "vi-branch-state.json").is_file()
+    assert (folder / "lcvi-001.csv").is_file()
 
 
 @pytest.mark.parametrize(
@@ -60,7 +76,24 @@ def test_loop_records_vi_and_lcvi_iterations_and_settles(cmdstan):
             lambda: lcvi(SCHOOLS, "squared", kind="log"),
             "utility: unknown utility 'log'",
         ),
-        (lambda: lcvi(SCHOOLS, "squared", n_outcomes=0), "n_outcomes and max_iter"),
+        (lambda: lcvi(SCHOOLS, "squared", n_outcomes=0), "n_outcomes must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", n_draws=0), "n_draws must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", decision="mode"), "decision must be one of"),
+        (lambda: lcvi(SCHOOLS, "squared", branch_iter=10000), r"branch_iter must be in \[1, iter\)"),
+        (lambda: lcvi(SCHOOLS, "squared", decision_every=0), "decision_every must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", max_iter=100), "max_iter must be an integer >= iter"),
+        (
+            lambda: lcvi(SCHOOLS, "squared", advi_args={"grad_sample": 3}),
+            "'grad_sample' is not a variational argument",
+        ),
+        (
+            lambda: lcvi(SCHOOLS, "squared", advi_args={"algorithm": "fullrank"}),
+            r"advi_args\['algorithm'\]: set by the loop",
+        ),
+        (
+            lambda: lcvi(SCHOOLS, "squared", advi_args={"tol_rel_obj": 0.01}),
+            r"advi_args\['tol_rel_obj'\]: set by the loop \(its runs have fixed budgets\)",
+        ),
         (lambda: lcvi(SCHOOLS, "squared", tol=0), "tol must be positive"),
         (lambda: lcvi(SCHOOLS, "squared", algorithm="rank"), "algorithm must be"),
         (lambda: lcvi(SCHOOLS, "squared", estimator="plain"), "estimator: unknown"),

@@ -5,7 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.lcvi.mf import DATA_FILE, load_lastfm, matrix_factorisation, split_cells
+from stanflow.lcvi.mf import (
+    DATA_FILE,
+    cell_locations,
+    factors,
+    load_lastfm,
+    matrix_factorisation,
+    reference_split,
+    split_cells,
+)
 
 
 def test_loader_reads_log_counts(tmp_path):
@@ -50,3 +58,30 @@ def test_problem_data_and_bad_input():
         matrix_factorisation(Y, split, noise_sd=-1.0)
     with pytest.raises(ValueError, match="Y must be a finite matrix"):
         matrix_factorisation(np.full((2, 2), np.nan), split)
+
+
+def test_reference_split_is_the_authors_rule():
+    # RandomState(123).choice([0, 1], shape): 1 marks a test cell
+    split = reference_split((992, 100))
+    test = np.zeros((992, 100), dtype=bool)
+    test[split.test_rows, split.test_cols] = True
+    assert np.array_equal(test, np.random.RandomState(123).randint(0, 2, (992, 100)) == 1)
+    assert split.train_rows.size + split.test_rows.size == 99200
+    assert abs(split.test_rows.size / 99200 - 0.5) < 0.01
+
+
+def test_cell_locations_from_unconstrained_draws_are_column_major():
+    rng = np.random.default_rng(2)
+    I, J, K, T = 4, 3, 2, 5
+    U, V = rng.normal(size=(T, I, K)), rng.normal(size=(T, J, K))
+    # Stan stores each matrix column by column: U[:, 0], U[:, 1], then V likewise
+    z = np.concatenate(
+        [U.transpose(0, 2, 1).reshape(T, -1), V.transpose(0, 2, 1).reshape(T, -1)], axis=1
+    )
+    got_U, got_V = factors(z, (I, J, K))
+    assert np.array_equal(got_U, U) and np.array_equal(got_V, V)
+    rows, cols = np.array([0, 3, 2]), np.array([1, 0, 2])
+    expected = np.array([[U[t, r] @ V[t, c] for r, c in zip(rows, cols, strict=True)] for t in range(T)])
+    assert np.allclose(cell_locations(z, (I, J, K), rows, cols), expected)
+    with pytest.raises(ValueError, match=r"z must have shape \(T, 14\)"):
+        factors(z[:, :-1], (I, J, K))

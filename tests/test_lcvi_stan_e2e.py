@@ -9,12 +9,14 @@ NumPy, which checks the column-major cell indices.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 
-from stanflow.lcvi.losses import get_loss
+from stanflow.advi import run_advi
+from stanflow.lcvi.losses import Loss, get_loss
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.problem import eight_schools, normal_mean
 from stanflow.lcvi.stan import lcvi_model, stan_data
@@ -94,3 +96,64 @@ def test_matrix_factorisation_likelihood_and_utility_match_numpy(cmdstan):
     y = normal_outcomes(loc[None], problem.sd, eps_y)
     expected = utility_per_theta(y, h, LOSS, "linear", 5.0, "linearised")[0]
     assert lp(1.0) - lp(0.0) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_locations_from_advi_states_follow_stans_parameter_order(cmdstan, tmp_path):
+    """``Problem.location`` reads ADVI's unconstrained state in Stan's order."""
+    rng = np.random.default_rng(8)
+    Y = rng.gamma(2.0, size=(5, 4))
+    split = split_cells(Y.shape, rng)
+    problems = [
+        (SCHOOLS, "theta"),
+        (matrix_factorisation(Y, split, K=2), None),
+        (normal_mean(np.array([0.3, -0.5]), 1.0), "theta"),
+    ]
+    for problem, name in problems:
+        model = lcvi_model("tilted", problem.template)
+        eps_y = np.zeros((1, problem.n))
+        data = stan_data(problem, np.zeros(problem.n), eps_y, LOSS, "linear", 1.0, weight=0.0)
+        fit, state = run_advi(
+            model, data, tmp_path, problem.name, seed=1, args={"iter": 200, "sig_figs": 18}
+        )
+        loc = problem.location(state.mu[None])[0]
+        if name is None:  # the cells of U V' at the mean of U and V
+            U = fit.stan_variable("U", mean=True)
+            V = fit.stan_variable("V", mean=True)
+            expected = (U @ V.T)[split.train_rows, split.train_cols]
+        else:
+            expected = np.atleast_1d(fit.stan_variable(name, mean=True))
+            expected = np.broadcast_to(expected, (problem.n,))
+        assert loc == pytest.approx(expected, rel=1e-12, abs=1e-12), problem.name
+
+
+def test_a_loss_of_your_own_is_one_stan_file_and_a_loss_object(cmdstan, tmp_path):
+    """A scaled absolute loss 2 |y - h| (Bayes decision: the median), not shipped."""
+    source = tmp_path / "double_absolute.stanfunctions"
+    source.write_text(
+        "// 2 |y - h|, elementwise.\n"
+        "vector loss(vector y, vector h, vector loss_params) {\n"
+        "  return 2 * abs(y - h);\n"
+        "}\n"
+    )
+    median = get_loss("absolute")
+    loss = Loss(
+        name="double_absolute",
+        params=(),
+        value=lambda y, h: 2 * np.abs(np.asarray(y) - h),
+        decision=median.decision,
+        mixture=median.mixture,
+        source=source,
+    )
+    model = lcvi_model(loss, SCHOOLS.template)
+    rng = np.random.default_rng(3)
+    eps_y, h = rng.standard_normal((4, 8)), rng.normal(5.0, 5.0, size=8)
+
+    def lp(weight):
+        data = stan_data(SCHOOLS, h, eps_y, loss, "linear", 40.0, "naive", weight)
+        return log_prob(model, PARAMS, data)
+
+    y = normal_outcomes(np.array([PARAMS["theta"]]), SCHOOLS.sd, eps_y)
+    expected = utility_per_theta(y, h, loss, "linear", 40.0, "naive")[0]
+    assert lp(1.0) - lp(0.0) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    with pytest.raises(ValueError, match="source: the loss file .* does not exist"):
+        lcvi_model(replace(loss, source=tmp_path / "missing.stanfunctions"))

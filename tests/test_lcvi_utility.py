@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import (
     normal_outcomes,
+    outcome_base_samples,
     theta_draws,
+    utility_decisions,
     utility_per_theta,
     utility_term,
 )
@@ -104,3 +107,62 @@ def test_draw_helpers_check_shapes():
         theta_draws(MU, -SIGMA, np.zeros((4, 3)))
     with pytest.raises(ValueError, match="loc, scale, eps_y must have shapes"):
         normal_outcomes(np.zeros((4, 3)), SD, np.zeros((5, 2)))
+
+
+@pytest.mark.parametrize(
+    "loss, kind, scale",
+    [
+        (get_loss("tilted", q=0.2), "exp", 0.7),
+        (get_loss("tilted", q=0.8), "linear", 30.0),
+        (get_loss("squared"), "exp", 0.3),
+        (get_loss("linex", c=0.5), "linear", 40.0),
+        (get_loss("absolute"), "exp", 1.5),
+    ],
+)
+def test_utility_decisions_maximise_the_naive_term(loss, kind, scale):
+    y = outcomes(40, 3, seed=4)
+    h = utility_decisions(y, loss, kind, scale, "naive")
+    # brute force: the per-point term on a fine grid around each decision
+    for n in range(3):
+        def term(g):
+            hn = np.tile(H, (g.size, 1))
+            hn[:, n] = g
+            return np.array([utility_per_theta(y, row, loss, kind, scale, "naive").mean() for row in hn])
+
+        grid = np.linspace(y[:, :, n].min(), y[:, :, n].max(), 601)
+        best = grid[np.argmax(term(grid))]
+        assert h[n] == pytest.approx(best, abs=2 * (grid[1] - grid[0]))
+        assert term(np.array([h[n]]))[0] >= term(grid).max() - 1e-9
+
+
+def test_utility_decisions_of_the_linearised_term_are_pooled_bayes_decisions():
+    y = outcomes(50, 4, seed=5)
+    loss = get_loss("tilted", q=0.3)
+    h = utility_decisions(y, loss, "linear", 10.0, "linearised")
+    assert np.allclose(h, np.quantile(y.reshape(-1, 3), 0.3, axis=0, method="inverted_cdf"), atol=0.05)
+    assert np.allclose(h, loss.bayes_decision(y.reshape(-1, 3)))
+
+
+def test_utility_decisions_fall_back_where_the_naive_m_minus_l_term_is_minus_infinity():
+    y = outcomes(20, 2, seed=6) * np.array([1.0, 1.0, 50.0])  # point 2: losses far above M
+    loss = get_loss("squared")
+    h = utility_decisions(y, loss, "linear", 5.0, "naive")
+    assert np.isfinite(h).all()
+    assert h[2] == pytest.approx(y[:, :, 2].mean())  # the pooled Bayes decision
+    with pytest.raises(ValueError, match=r"y must have shape \(T, S, N\)"):
+        utility_decisions(y[0], loss, "linear", 5.0, "naive")
+
+
+@pytest.mark.parametrize("S", [1, 2, 5, 6])
+def test_outcome_base_samples_are_stratified_and_antithetic(S):
+    eps = outcome_base_samples(S, 400, np.random.default_rng(S))
+    # one draw in each equal-probability stratum of N(0, 1), in order
+    assert np.array_equal(np.floor(norm.cdf(eps) * S), np.tile(np.arange(S)[:, None], 400))
+    assert np.allclose(eps, -eps[::-1]) and np.allclose(eps.mean(axis=0), 0, atol=1e-15)
+    # over data points, each stratum's draws are uniform within it
+    within = norm.cdf(eps[0]) * S
+    assert abs(within.mean() - 0.5) < 0.05
+    # the squared loss's outcome average is exact: mean_s (d + eps)^2 = d^2 + mean eps^2
+    d = 0.7
+    assert np.allclose(((d + eps) ** 2).mean(axis=0), d**2 + (eps**2).mean(axis=0))
+    assert outcome_base_samples(S, 3, np.random.default_rng(0), stratified=False).shape == (S, 3)

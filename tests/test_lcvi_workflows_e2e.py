@@ -23,7 +23,10 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
         "n_seeds",
     ]:
         assert np.isfinite(summary[key]), key
-    assert summary["n_seeds"] == 2 and all(summary["settled"])
+    assert summary["n_seeds"] == 2
+    # LCVI stops at the budget of 2000 once settled, else goes on to at most 4000
+    for settled, iterations in zip(summary["settled"], summary["advi_iterations"], strict=True):
+        assert iterations in (2000, 3000, 4000) and (settled or iterations == 4000)
     reduction = 100 * (
         1
         - np.array(summary["risk_lcvi_per_seed"])
@@ -32,7 +35,7 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
     assert summary["risk_reduction_pct_mean"] == pytest.approx(reduction.mean())
     # Calibration lowers the risk of mean-field VI; the exact posterior has less still.
     assert summary["risk_lcvi"] < summary["risk_vi"]
-    assert summary["risk_hmc"] < summary["risk_vi"]
+    assert summary["risk_hmc"] < summary["risk_lcvi"]
     for name in ["marginals.png", "risk.png", "lcvi_eight_schools.nc", "hmc.nc"]:
         assert (tmp_path / name).stat().st_size > 0
     assert json.loads((tmp_path / "summary.json").read_text())["n_seeds"] == 2
@@ -40,6 +43,8 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
 
 def test_matrix_factorisation_workflow(cmdstan, tmp_path):
     summary = run_workflow("lcvi-mf", tmp_path, quick=True)
+    records = sorted((tmp_path / "runs").glob("seed-*-*.json"))
+    assert len(records) == 8  # 2 seeds x 4 losses, each written when done
     assert set(summary["risk_reduction_pct"]) == {
         "tilted_0.2",
         "tilted_0.5",
@@ -53,9 +58,17 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
             np.mean(reductions)
         )
         for r in runs:
-            assert r["risk_vi"] > 0 and r["risk_lcvi"] > 0 and r["iterations"] == 1
-    for name in ["reductions.png", "decision_shift.png", "lcvi_mf.nc"]:
+            assert r["risk_vi"] > 0 and r["risk_lcvi"] > 0 and r["lcvi_blocks"] == 10
+        assert summary["test_risk"][name]["reference"]["n_seeds"] == 10
+    # the four losses of a seed share one plain-VI run
+    for seed in (1, 2):
+        shared = {r["seconds_vi"] for runs in summary["runs"].values() for r in runs if r["seed"] == seed}
+        assert len(shared) == 1
+    for name in ["reductions.png", "risks.png", "decision_shift.png", "lcvi_mf.nc"]:
         assert (tmp_path / name).stat().st_size > 0
+    # A rerun into the same folder reads the records instead of running again.
+    again = run_workflow("lcvi-mf", tmp_path, quick=True)
+    assert again["runs"] == summary["runs"]
 
 
 def test_matrix_factorisation_without_data_names_the_file(tmp_path, monkeypatch):

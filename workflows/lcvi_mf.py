@@ -2,36 +2,46 @@
 
 ``Y = log(1 + C)`` for all 992 users and the first 100 artists of
 ``$STANFLOW_DATA_DIR/lastfm/lastfm_counts_992x1003.csv``;
-``Y[i, j] ~ N((U V')[i, j], 1)`` (likelihood sd 1, about 0.57 of the sd of
-``Y``), ``K = 20``, ``N(0, 10^2)`` priors on all entries of ``U`` and ``V``.
-Each cell is a training cell with probability 1/2 (one split per seed). For
-each loss (tilted with q = 0.2, 0.5, 0.8; squared) and seed,
-:func:`stanflow.lcvi.run_lcvi` fits plain mean-field ADVI and then LCVI with
-the exp utility ``exp(-gamma l)``, ``gamma = 1 / M90``, and the linearised
-estimator ``-gamma mean_s l`` on ``S = 2`` stratified outcome samples per draw:
-the authors' naive estimator with one outcome sample per draw is exactly
-``-gamma l``, and its expectation is what the linearised estimator averages
-(vectorised in Stan, where the naive one loops over the cells). One LCVI
-iteration: VI's Bayes decisions, then one ADVI run on ELBO + U (the authors
-optimised decisions and q jointly, in one run). The risk is the empirical
-risk on the test cells at the Bayes decisions of each fitted ``q``;
+``Y[i, j] ~ N((U V')[i, j], 1)`` (likelihood sd 1, as in the authors' code;
+about 0.57 of the sd of ``Y``), ``K = 20``, ``N(0, 10^2)`` priors on all
+entries of ``U`` and ``V``. The training and test cells are the authors' split
+(:func:`stanflow.lcvi.mf.reference_split`), so the test risks compare with
+their published ones (``data/lcvi_mf_reference.json``); the seeds vary the
+ADVI trajectory, as theirs varied the initialisation.
+
+Per seed, one plain mean-field ADVI run of 30000 iterations (one gradient
+sample, ``eta`` adapted) is shared by the four losses (tilted with q = 0.2,
+0.5, 0.8; squared): for each, LCVI branches off it after 15000 iterations and
+runs the remaining 15000 with the utility term, taking the Bayes decisions
+every 1500 iterations (:func:`stanflow.lcvi.run_lcvi`). Utility
+``exp(-gamma l)`` with ``gamma = 1 / M90``; the linearised estimator
+``-gamma mean_s l`` on ``S = 2`` stratified outcome samples per draw, which is
+what the authors' naive estimator with one outcome sample per draw computes.
+The decisions are for the training cells; the risk that counts is the
+empirical risk on the test cells at the Bayes decisions of each fitted ``q``
+(200 draws of the state, the noise integrated out);
 ``risk_reduction_pct = 100 (risk_vi - risk_lcvi) / risk_vi``.
 
-Full run: 5 seeds, 3000 ADVI iterations (one gradient sample, ``eta``
-adapted) per fit.
-``--quick``: 200 users x 30 artists, ``K = 5``, 2 seeds, 1000 ADVI iterations.
+``--quick``: the first 200 users x 30 artists (the same rule for the split),
+``K = 5``, 2 seeds, 2000 ADVI iterations branching at 1000.
 
-Writes ``lcvi_mf.nc`` (first seed's last LCVI fit for the first loss, with its
+Writes ``lcvi_mf.nc`` (first seed's LCVI fit for the first loss, with its
 ``decisions`` group), ``reductions.png`` (reduction per loss with the
-reference), ``decision_shift.png`` (LCVI minus VI test decisions against the VI
-decisions, first seed) and ``summary.json``: ``risk_reduction_pct`` (loss ->
-``mean``, ``sd``), ``n_seeds`` and more. Without the data file the workflow
-stops at once, naming the file and where it comes from.
+reference), ``risks.png`` (test risks of VI and LCVI, ours and the
+reference's), ``decision_shift.png`` (LCVI minus VI test decisions against the
+VI decisions, first seed), ``runs/`` (one record per seed and loss: a rerun
+into the same folder continues where it stopped) and ``summary.json``: ``risk_reduction_pct`` (loss ->
+``mean``, ``sd``), ``n_seeds``, ``test_risk`` (loss -> VI and LCVI mean and sd,
+ours and the reference's) and per-run details. Without the data file the
+workflow stops at once, naming the file and where it comes from.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -48,9 +58,9 @@ from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,
     matrix_factorisation,
-    split_cells,
+    reference_split,
 )
-from stanflow.workflows import main, save_figure
+from stanflow.workflows import DATA_DIR, main, save_figure, write_json
 
 DESCRIPTION = (
     "Loss-calibrated VI for matrix factorisation of Last.fm counts "
@@ -63,107 +73,166 @@ LOSSES = {
     "tilted_0.8": ("tilted", {"q": 0.8}),
     "squared": ("squared", {}),
 }
-REFERENCE_REDUCTION_PCT = {
-    "tilted_0.2": 2.45,
-    "tilted_0.5": 1.67,
-    "tilted_0.8": 1.14,
-    "squared": 4.05,
-}
-"""Kusmierczyk et al. (2019): test risk reduction, naive estimator, exp utility."""
 NOISE_SD, PRIOR_SD = 1.0, 10.0
 
 
+def reference() -> dict:
+    """The authors' test risks per loss: VI and LCVI mean and sd, reduction mean and sd."""
+    published = json.loads((DATA_DIR / "lcvi_mf_reference.json").read_text())
+    summary = {}
+    for name in LOSSES:
+        vi = np.array(published["test_risk_vi"][name])
+        lcvi = np.array(published["test_risk_lcvi"][name])
+        summary[name] = {
+            "vi": _mean_sd(vi),
+            "lcvi": _mean_sd(lcvi),
+            "reduction_pct": _mean_sd(100 * (vi - lcvi) / vi),
+            "n_seeds": int(vi.size),
+        }
+    return summary
+
+
 def run(out: Path, quick: bool) -> dict:
-    """Fit VI and LCVI per loss and seed; write figures; return the summary."""
+    """Fit VI once and LCVI per loss, for each seed; write figures; return the summary."""
     Y = load_lastfm(30 if quick else 100)
     if quick:
         Y = Y[:200]
     K = 5 if quick else 20
+    n_iter = 2000 if quick else 30_000
     seeds = range(1, 3 if quick else 6)
-    advi = {"iter": 1000 if quick else 3000, "grad_samples": 1, "draws": 100}
+    advi = {"iter": n_iter, "grad_samples": 1, "output_samples": 20}
+    split = reference_split(Y.shape)
+    problem = matrix_factorisation(Y, split, K=K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
+    y_test = Y[split.test_rows, split.test_cols]
+    shape = (*Y.shape, K)
+
+    def test_decisions(loop, step, loss):
+        z = step.state.draws(loop.eps_theta)
+        loc = cell_locations(z, shape, split.test_rows, split.test_cols)
+        return loss.mixture_decision(loc, np.full(y_test.size, NOISE_SD))
 
     results = {name: [] for name in LOSSES}
     first = {}
+    config = {"shape": list(Y.shape), "K": K, "iter": n_iter}
+    done = out / "runs"  # one record per (seed, loss): a rerun skips what is done
+    done.mkdir(exist_ok=True)
     for seed in seeds:
-        split = split_cells(Y.shape, np.random.default_rng(1000 + seed))
-        problem = matrix_factorisation(
-            Y, split, K=K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD
-        )
-        y_test = Y[split.test_rows, split.test_cols]
-        for name, (family, params) in LOSSES.items():
-            loss = get_loss(family, **params)
-            loop = run_lcvi(
-                problem,
-                loss,
-                kind="exp",
-                estimator="linearised",
-                n_outcomes=2,
-                max_iter=1,
-                tol=0.05,
-                seed=seed,
-                variational_args=advi,
-            )
-            h_vi, h_lcvi = (
-                loss.mixture_decision(
-                    cell_locations(step.fit, split.test_rows, split.test_cols), NOISE_SD
+        vi = None
+        with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-mf-{seed}-") as tmp:
+            for name, (family, params) in LOSSES.items():
+                record_file = done / f"seed-{seed}-{name}.json"
+                shift_file = done / f"seed-{seed}-{name}-test-decisions.npz"
+                if record_file.is_file():
+                    record = json.loads(record_file.read_text())
+                    if record.get("config") != config:
+                        raise ValueError(
+                            f"{record_file} is from another setting "
+                            f"({record.get('config')}, not {config}): "
+                            "choose another --out or remove it"
+                        )
+                    results[name].append(record)
+                    if seed == seeds[0]:
+                        with np.load(shift_file) as saved:
+                            first[name] = (saved["vi"], saved["lcvi"])
+                    continue
+                loss = get_loss(family, **params)
+                loop = run_lcvi(
+                    problem,
+                    loss,
+                    kind="exp",
+                    estimator="linearised",
+                    n_outcomes=2,
+                    n_draws=200,
+                    decision_every=n_iter // 20,
+                    seed=seed,
+                    advi_args=advi,
+                    output_dir=Path(tmp) / name,
+                    vi=vi,
                 )
-                for step in (loop.steps[0], loop.steps[-1])
-            )
-            risk_vi, risk_lcvi = (
-                empirical_risk(y_test, h_vi, loss),
-                empirical_risk(y_test, h_lcvi, loss),
-            )
-            results[name].append(
-                {
+                vi = loop.vi
+                h_vi, h_lcvi = (
+                    test_decisions(loop, step, loss)
+                    for step in (loop.baseline, loop.steps[-1])
+                )
+                risk_vi, risk_lcvi = (
+                    empirical_risk(y_test, h_vi, loss),
+                    empirical_risk(y_test, h_lcvi, loss),
+                )
+                record = {
+                    "config": config,
+                    "seed": seed,
                     "risk_vi": risk_vi,
                     "risk_lcvi": risk_lcvi,
                     "reduction_pct": 100 * (risk_vi - risk_lcvi) / risk_vi,
-                    "train_risk_vi": loop.steps[0].risk,
+                    "train_risk_vi": loop.baseline.risk,
                     "train_risk_lcvi": loop.steps[-1].risk,
-                    "iterations": len(loop.steps) - 1,
+                    "gamma_M90": loop.scale,
+                    "lcvi_blocks": len(loop.steps) - 1,
+                    "advi_iterations": loop.steps[-1].state.iteration,
                     "settled": loop.settled,
-                    "seconds_vi": loop.steps[0].seconds,
+                    "seconds_vi": loop.vi.seconds,
                     "seconds_lcvi": sum(step.seconds for step in loop.steps[1:]),
                     "eta": loop.args["eta"],
                 }
-            )
-            if seed == seeds[0]:
-                first[name] = (h_vi, h_lcvi)
-                if not (out / "lcvi_mf.nc").exists():
-                    save(
-                        to_idata(problem, loop, loss, "exp", "linearised"),
-                        out / "lcvi_mf.nc",
-                    )
+                results[name].append(record)
+                if seed == seeds[0]:
+                    first[name] = (h_vi, h_lcvi)
+                    _save_decisions(shift_file, h_vi, h_lcvi)
+                    if not (out / "lcvi_mf.nc").exists():
+                        save(to_idata(problem, loop), out / "lcvi_mf.nc")
+                write_json(record_file, record)
 
-    reduction = {
+    ours = {
         name: {
-            "mean": float(np.mean([r["reduction_pct"] for r in runs])),
-            "sd": float(np.std([r["reduction_pct"] for r in runs], ddof=1)),
+            "vi": _mean_sd([r["risk_vi"] for r in runs]),
+            "lcvi": _mean_sd([r["risk_lcvi"] for r in runs]),
+            "reduction_pct": _mean_sd([r["reduction_pct"] for r in runs]),
         }
         for name, runs in results.items()
     }
-    _plot_reductions(results, out / "reductions.png")
+    published = reference()
+    _plot_reductions(results, published, out / "reductions.png")
+    _plot_risks(ours, published, out / "risks.png")
     _plot_shift(first, out / "decision_shift.png")
     return {
-        "risk_reduction_pct": reduction,
+        "risk_reduction_pct": {name: ours[name]["reduction_pct"] for name in LOSSES},
         "n_seeds": len(seeds),
-        "reference_risk_reduction_pct": REFERENCE_REDUCTION_PCT,
+        "test_risk": {
+            name: {"stanflow": ours[name], "reference": published[name]}
+            for name in LOSSES
+        },
+        "reference_risk_reduction_pct": {
+            name: published[name]["reduction_pct"] for name in LOSSES
+        },
         "runs": results,
         "shape": list(Y.shape),
         "K": K,
         "noise_sd": NOISE_SD,
         "prior_sd": PRIOR_SD,
-        "advi": advi,
+        "advi": advi | {"branch_iter": n_iter // 2, "decision_every": n_iter // 20},
         "quick": quick,
     }
 
 
-def _plot_reductions(results: dict, path: Path) -> None:
+def _save_decisions(path: Path, h_vi: np.ndarray, h_lcvi: np.ndarray) -> None:
+    """The first seed's test decisions, for the shift figure of a resumed run."""
+    partial = path.with_name(path.name + ".partial.npz")
+    np.savez(partial, vi=h_vi, lcvi=h_lcvi)
+    os.replace(partial, path)
+
+
+def _mean_sd(values) -> dict:
+    values = np.asarray(values, dtype=float)
+    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return {"mean": float(values.mean()), "sd": sd}
+
+
+def _plot_reductions(results: dict, published: dict, path: Path) -> None:
     figure, axis = plt.subplots(figsize=(7, 4.5))
     names = list(results)
     for i, name in enumerate(names):
         values = [r["reduction_pct"] for r in results[name]]
-        axis.scatter(np.full(len(values), i), values, color="C0", alpha=0.6)
+        axis.scatter(np.full(len(values), i + 0.15), values, color="C0", alpha=0.5)
         axis.errorbar(
             i + 0.15,
             np.mean(values),
@@ -173,19 +242,46 @@ def _plot_reductions(results: dict, path: Path) -> None:
             capsize=4,
             label="stanflow LCVI (seeds, mean +- sd)" if i == 0 else None,
         )
-        axis.scatter(
+        ref = published[name]["reduction_pct"]
+        axis.errorbar(
             i - 0.15,
-            REFERENCE_REDUCTION_PCT[name],
-            marker="x",
+            ref["mean"],
+            yerr=ref["sd"],
+            fmt="x",
             color="C3",
-            s=60,
-            label="reference (Kusmierczyk et al. 2019)" if i == 0 else None,
+            capsize=4,
+            label="reference (Kusmierczyk et al. 2019, 10 seeds)" if i == 0 else None,
         )
     axis.axhline(0, color="grey", linewidth=0.8)
     axis.set_xticks(range(len(names)), names)
     axis.set_ylabel("test risk reduction of LCVI over VI (%)")
     axis.set_title("Last.fm matrix factorisation: LCVI vs mean-field VI")
     axis.legend()
+    save_figure(figure, path)
+
+
+def _plot_risks(ours: dict, published: dict, path: Path) -> None:
+    figure, axes = plt.subplots(1, len(ours), figsize=(4 * len(ours), 3.8))
+    for axis, name in zip(axes, ours, strict=True):
+        for x, (label, source, color) in enumerate(
+            [("stanflow", ours[name], "C0"), ("reference", published[name], "C3")]
+        ):
+            for offset, method in [(-0.1, "vi"), (0.1, "lcvi")]:
+                axis.errorbar(
+                    x + offset,
+                    source[method]["mean"],
+                    yerr=source[method]["sd"],
+                    fmt="o" if method == "lcvi" else "s",
+                    color=color,
+                    capsize=4,
+                )
+                axis.annotate(method.upper(), (x + offset, source[method]["mean"]),
+                              textcoords="offset points", xytext=(6, 0), fontsize=8)
+        axis.set_xticks([0, 1], ["stanflow", "reference"])
+        axis.set_xlim(-0.5, 1.5)
+        axis.set_title(name)
+    axes[0].set_ylabel("empirical test risk (mean +- sd over seeds)")
+    figure.suptitle("Last.fm matrix factorisation: test risk of VI and LCVI")
     save_figure(figure, path)
 
 

@@ -6,15 +6,14 @@
 // weight = 0 gives plain VI. Slot (docs/lcvi.md):
 //   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
 functions {
-  #include loss.stanfunctions
-  #include utility.stanfunctions
+  #include utility.stanfunctions // includes the slot loss.stanfunctions
 }
 data {
   int<lower=0> J; // number of schools
   vector[J] y; // estimated treatment effects
   vector<lower=0>[J] sigma; // standard errors of the estimates
   int<lower=1> S; // outcome samples per theta
-  array[S] vector[J] eps_y; // their fixed standard normal base samples
+  matrix[S, J] eps_y; // their fixed standard normal base samples
   vector[J] h; // decisions, one per school
   int<lower=0> n_loss_params;
   vector[n_loss_params] loss_params;
@@ -34,11 +33,10 @@ model {
   theta ~ normal(mu, tau);
   y ~ normal(theta, sigma);
   if (weight > 0) {
-    matrix[S, J] losses;
-    for (s in 1 : S) {
-      losses[s] = loss(theta + sigma .* eps_y[s], h, loss_params)';
-    }
-    target += weight * utility_term(losses, utility, scale, estimator);
+    target += weight
+              * utility_term(outcome_losses(theta, sigma, eps_y, h,
+                                            loss_params),
+                             utility, scale, estimator);
   }
 }
 generated quantities {

@@ -7,8 +7,7 @@
 // Cells are column-major indices into the I x J matrix. Slot (docs/lcvi.md):
 //   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
 functions {
-  #include loss.stanfunctions
-  #include utility.stanfunctions
+  #include utility.stanfunctions // includes the slot loss.stanfunctions
 }
 data {
   int<lower=1> I; // rows (users)
@@ -20,7 +19,7 @@ data {
   real<lower=0> prior_sd;
   real<lower=0> noise_sd;
   int<lower=1> S; // outcome samples per draw of (U, V)
-  array[S] vector[N] eps_y; // their fixed standard normal base samples
+  matrix[S, N] eps_y; // their fixed standard normal base samples
   vector[N] h; // decisions, one per training cell
   int<lower=0> n_loss_params;
   vector[n_loss_params] loss_params;
@@ -39,10 +38,9 @@ model {
   to_vector(V) ~ normal(0, prior_sd);
   y ~ normal(loc, noise_sd);
   if (weight > 0) {
-    matrix[S, N] losses;
-    for (s in 1 : S) {
-      losses[s] = loss(loc + noise_sd * eps_y[s], h, loss_params)';
-    }
-    target += weight * utility_term(losses, utility, scale, estimator);
+    target += weight
+              * utility_term(outcome_losses(loc, rep_vector(noise_sd, N),
+                                            eps_y, h, loss_params),
+                             utility, scale, estimator);
   }
 }

@@ -6,8 +6,7 @@
 // (tests/test_lcvi_conjugate_e2e.py). Slot (docs/lcvi.md):
 //   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
 functions {
-  #include loss.stanfunctions
-  #include utility.stanfunctions
+  #include utility.stanfunctions // includes the slot loss.stanfunctions
 }
 data {
   int<lower=1> N; // number of observations, and of decisions
@@ -16,7 +15,7 @@ data {
   real prior_mean;
   real<lower=0> prior_sd;
   int<lower=1> S; // outcome samples per theta
-  array[S] vector[N] eps_y; // their fixed standard normal base samples
+  matrix[S, N] eps_y; // their fixed standard normal base samples
   vector[N] h; // decisions, one per observation
   int<lower=0> n_loss_params;
   vector[n_loss_params] loss_params;
@@ -32,10 +31,10 @@ model {
   theta ~ normal(prior_mean, prior_sd);
   y ~ normal(theta, sigma);
   if (weight > 0) {
-    matrix[S, N] losses;
-    for (s in 1 : S) {
-      losses[s] = loss(theta + sigma * eps_y[s], h, loss_params)';
-    }
-    target += weight * utility_term(losses, utility, scale, estimator);
+    target += weight
+              * utility_term(outcome_losses(rep_vector(theta, N),
+                                            rep_vector(sigma, N), eps_y, h,
+                                            loss_params),
+                             utility, scale, estimator);
   }
 }

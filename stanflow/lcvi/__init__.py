@@ -17,6 +17,7 @@ See ``docs/lcvi.md``.
 
 from stanflow.lcvi.loop import (
     ADVI_DEFAULTS,
+    PlainVI,
     bayes_decisions,
     empirical_risk,
     lcvi,
@@ -35,6 +36,7 @@ from stanflow.lcvi.utility import (
 
 __all__ = [
     "ADVI_DEFAULTS",
+    "PlainVI",
     "LOSSES",
     "Loss",
     "Problem",

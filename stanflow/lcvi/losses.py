@@ -60,6 +60,10 @@ class Loss:
         ``(loc, sd) -> ndarray``: the Bayes decision when the predictive is the
         mixture ``(1/T) sum_t N(loc[t], sd^2)`` (``loc`` of shape ``(T, *shape)``,
         ``sd`` broadcasting against ``shape``), exact up to round-off.
+    source : path, optional
+        The Stan slot file of a loss of your own (``vector loss(vector y,
+        vector h, vector loss_params)``, elementwise); shipped losses leave it
+        unset and use ``stan/lcvi/losses/<name>.stanfunctions``.
     """
 
     name: str
@@ -67,10 +71,16 @@ class Loss:
     value: Callable[[np.ndarray, np.ndarray], np.ndarray]
     decision: Callable[[np.ndarray], np.ndarray]
     mixture: Callable[[np.ndarray, np.ndarray], np.ndarray]
+    source: Path | None = None
 
     @property
     def stan_file(self) -> Path:
         """The slot file for ``loss.stanfunctions``."""
+        if self.source is not None:
+            path = Path(self.source)
+            if not path.is_file():
+                raise ValueError(f"source: the loss file {path} does not exist")
+            return path
         return stan_file(self.name)
 
     def bayes_decision(self, draws: np.ndarray) -> np.ndarray:

@@ -15,10 +15,9 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-import cmdstanpy
 import numpy as np
 
-from stanflow.lcvi.problem import Problem, draws
+from stanflow.lcvi.problem import Problem
 
 DATA_FILE = Path("lastfm") / "lastfm_counts_992x1003.csv"
 """The counts, relative to ``$STANFLOW_DATA_DIR``."""
@@ -89,7 +88,22 @@ def split_cells(
     shape: tuple[int, int], rng: np.random.Generator, p_train: float = 0.5
 ) -> Split:
     """Each cell of a ``shape`` matrix in training with probability ``p_train``."""
-    train = rng.uniform(size=shape) < p_train
+    return _split(rng.uniform(size=shape) < p_train)
+
+
+def reference_split(shape: tuple[int, int] = (992, 100)) -> Split:
+    """The split of Kusmierczyk et al.'s experiment, for risks comparable with theirs.
+
+    Their code marks the test cells with NumPy's legacy generator seeded with
+    123: ``RandomState(123).choice([0, 1], shape)``, 1 for a test cell (each
+    cell is a test cell with probability 1/2). For the 992 x 100 matrix this
+    is the split of their published test risks (``data/lcvi_mf_reference.json``).
+    """
+    test = np.random.RandomState(123).choice([0, 1], size=shape).astype(bool)
+    return _split(~test)
+
+
+def _split(train: np.ndarray) -> Split:
     (train_rows, train_cols), (test_rows, test_cols) = (
         np.nonzero(train),
         np.nonzero(~train),
@@ -142,21 +156,36 @@ def matrix_factorisation(
         data=data,
         y=y,
         sd=np.full(y.size, float(noise_sd)),
-        location=lambda fit: cell_locations(fit, rows, cols),
-        unconstrained=lambda fit: np.concatenate(
-            [
-                draws(fit, "U").reshape(-1, I * int(K)),
-                draws(fit, "V").reshape(-1, J * int(K)),
-            ],
-            axis=1,
-        ),
-        parameters=("U", "V"),
+        location=lambda z: cell_locations(z, (I, J, int(K)), rows, cols),
     )
 
 
+def factors(z: np.ndarray, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """``U`` (T, I, K) and ``V`` (T, J, K) from draws ``z`` (T, I K + J K).
+
+    Stan orders a matrix's unconstrained parameters column-major.
+    """
+    I, J, K = shape
+    z = np.asarray(z, dtype=float)
+    if z.ndim != 2 or z.shape[1] != (I + J) * K:
+        raise ValueError(f"z must have shape (T, {(I + J) * K}), got {z.shape}")
+    U = z[:, : I * K].reshape(-1, K, I).transpose(0, 2, 1)
+    V = z[:, I * K :].reshape(-1, K, J).transpose(0, 2, 1)
+    return U, V
+
+
 def cell_locations(
-    fit: cmdstanpy.CmdStanVB, rows: np.ndarray, cols: np.ndarray
+    z: np.ndarray, shape: tuple[int, int, int], rows: np.ndarray, cols: np.ndarray
 ) -> np.ndarray:
-    """Draws of ``(U V')[rows, cols]``, shape (T, len(rows))."""
-    U, V = draws(fit, "U"), draws(fit, "V")
-    return np.matmul(U, V.transpose(0, 2, 1))[:, rows, cols]
+    """Draws of ``(U V')[rows, cols]``, shape (T, len(rows)), from draws ``z``.
+
+    Parameters
+    ----------
+    z : ndarray, shape (T, I K + J K)
+        Draws of the unconstrained parameters (``U`` then ``V``).
+    shape : (I, J, K)
+    rows, cols : ndarray of int
+        Zero-based cells.
+    """
+    U, V = factors(z, shape)
+    return np.stack([(u @ v.T)[rows, cols] for u, v in zip(U, V, strict=True)])

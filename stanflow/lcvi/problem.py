@@ -4,9 +4,10 @@ Every LCVI template (``stan/lcvi/*_lcvi.stan``) has a normal likelihood for the
 ``N`` outcomes ``y_n`` the decisions ``h_n`` are made for, ``y_n ~ N(loc_n(theta),
 sd_n^2)``, and adds ``weight * U`` to the target from the losses of
 ``loc_n(theta) + sd_n * eps_y[s, n]``. A :class:`Problem` binds a template to
-its data and says how to read ``loc(theta)`` off a fit's draws, so that the loop
-(:mod:`stanflow.lcvi.loop`) can take Bayes decisions (with the noise integrated
-out, :meth:`stanflow.lcvi.losses.Loss.mixture_decision`) and recompute ``U``.
+its data and says how to compute ``loc(theta)`` from draws of ADVI's
+unconstrained parameters, so that the loop (:mod:`stanflow.lcvi.loop`) can take
+Bayes decisions (with the noise integrated out,
+:meth:`stanflow.lcvi.losses.Loss.mixture_decision`) and recompute ``U``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import cmdstanpy
 import numpy as np
 
 
@@ -39,11 +39,8 @@ class Problem:
     sd : ndarray, shape (N,)
         The likelihood's standard deviation of each ``y_n``.
     location : callable
-        ``fit -> ndarray (T, N)``: draws of ``loc_n(theta)`` from a fit's draws.
-    unconstrained : callable
-        ``fit -> ndarray (T, D)``: the draws in ADVI's unconstrained space.
-    parameters : tuple of str
-        Parameter names, for the warm start from the previous fit's mean.
+        ``z -> ndarray (T, N)``: ``loc_n(theta)`` of draws ``z`` (T, D) of the
+        unconstrained parameters, in Stan's order (matrices column-major).
     dims : mapping, optional
         ``dims`` for :func:`stanflow.idata.to_inference_data`.
     """
@@ -53,19 +50,13 @@ class Problem:
     data: Mapping[str, Any]
     y: np.ndarray
     sd: np.ndarray
-    location: Callable[[cmdstanpy.CmdStanVB], np.ndarray]
-    unconstrained: Callable[[cmdstanpy.CmdStanVB], np.ndarray]
-    parameters: tuple[str, ...]
+    location: Callable[[np.ndarray], np.ndarray]
     dims: Mapping[str, list[str]] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
         """Number of outcomes, and so of decisions."""
         return int(self.y.shape[0])
-
-    def inits(self, fit: cmdstanpy.CmdStanVB) -> dict[str, Any]:
-        """The mean of ``fit``'s approximation, as initial values of the next run."""
-        return {p: fit.stan_variable(p, mean=True) for p in self.parameters}
 
 
 def eight_schools(data: Mapping[str, Any]) -> Problem:
@@ -87,11 +78,7 @@ def eight_schools(data: Mapping[str, Any]) -> Problem:
         data={"J": J, "y": y.tolist(), "sigma": sigma.tolist()},
         y=y,
         sd=sigma,
-        location=lambda fit: draws(fit, "theta"),
-        unconstrained=lambda fit: np.column_stack(
-            [draws(fit, "mu"), np.log(draws(fit, "tau")), draws(fit, "theta")]
-        ),
-        parameters=("mu", "tau", "theta"),
+        location=lambda z: z[:, 2:],  # (mu, log tau, theta)
         dims={"theta": ["school"], "y_rep": ["school"], "log_lik": ["school"]},
     )
 
@@ -131,15 +118,8 @@ def normal_mean(
         data=data,
         y=y,
         sd=np.full(y.size, float(sigma)),
-        location=lambda fit: np.repeat(draws(fit, "theta")[:, None], y.size, axis=1),
-        unconstrained=lambda fit: draws(fit, "theta")[:, None],
-        parameters=("theta",),
+        location=lambda z: np.repeat(z[:, :1], y.size, axis=1),
     )
-
-
-def draws(fit: cmdstanpy.CmdStanVB, name: str) -> np.ndarray:
-    """The approximate draws of variable ``name``, draws along axis 0."""
-    return np.asarray(fit.stan_variable(name, mean=False), dtype=float)
 
 
 def _count(data: Mapping[str, Any], name: str) -> int:

@@ -8,9 +8,6 @@ templates share the LCVI data fields (:func:`stan_data`).
 
 from __future__ import annotations
 
-import tempfile
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import cmdstanpy
@@ -18,7 +15,7 @@ import numpy as np
 
 from stanflow.lcvi.losses import UTILITIES, Loss, check_utility, stan_file
 from stanflow.lcvi.problem import Problem
-from stanflow.lcvi.utility import ESTIMATORS
+from stanflow.lcvi.utility import ESTIMATORS, check_estimator
 from stanflow.models import compile_model, program_path
 
 TEMPLATE = "lcvi/eight_schools_lcvi"
@@ -30,14 +27,13 @@ def lcvi_model(loss: str | Loss, template: str = TEMPLATE) -> cmdstanpy.CmdStanM
     Parameters
     ----------
     loss : str or Loss
-        A loss name or object: only its family matters, its parameters are data.
+        A loss name or object: only its family (its Stan file) matters, its
+        parameters are data.
     template : str, default ``"lcvi/eight_schools_lcvi"``
         The template under ``stan/`` (:attr:`stanflow.lcvi.problem.Problem.template`).
     """
-    name = loss.name if isinstance(loss, Loss) else loss
-    return compile_model(
-        program_path(template), slots={"loss.stanfunctions": stan_file(name)}
-    )
+    source = loss.stan_file if isinstance(loss, Loss) else stan_file(loss)
+    return compile_model(program_path(template), slots={"loss.stanfunctions": source})
 
 
 def stan_data(
@@ -75,10 +71,7 @@ def stan_data(
     dict
     """
     kind, scale = check_utility(kind, scale)
-    if estimator not in ESTIMATORS:
-        raise ValueError(
-            f"estimator: unknown estimator {estimator!r}; known: {list(ESTIMATORS)}"
-        )
+    check_estimator(estimator)
     N = problem.n
     h, eps_y = np.asarray(h, dtype=float), np.asarray(eps_y, dtype=float)
     if h.shape != (N,):
@@ -102,32 +95,3 @@ def stan_data(
         "estimator": ESTIMATORS.index(estimator) + 1,
         "weight": float(weight),
     }
-
-
-def variational(
-    model: cmdstanpy.CmdStanModel,
-    data: Mapping[str, Any],
-    inits: Mapping[str, Any] | None = None,
-    **args: Any,
-) -> cmdstanpy.CmdStanVB:
-    """``model.variational`` that also reads runs without step-size adaptation.
-
-    With ``adapt_engaged=False`` CmdStan writes no adaptation block and
-    cmdstanpy (1.3) cannot parse the CSV; the block with the given ``eta`` is
-    then added and the CSV read again. The CSV lives in a temporary folder that
-    is removed once the draws are in memory.
-    """
-    with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
-        try:
-            return model.variational(
-                data=dict(data), inits=inits, output_dir=tmp, **args
-            )
-        except ValueError as error:
-            if args.get("adapt_engaged", True) or "eta" not in args:
-                raise
-            csvs = sorted(Path(tmp).glob("*.csv"))
-            if len(csvs) != 1 or "adaptation block" not in str(error.__cause__):
-                raise
-            with csvs[0].open("a") as csv:
-                csv.write(f"# Stepsize adaptation complete.\n# eta = {args['eta']}\n")
-            return cmdstanpy.from_csv(str(csvs[0]), method="variational")

@@ -1,8 +1,8 @@
 """The utility term ``U(lambda, h) = sum_n E_q[log E_{y_n | theta} u(y_n, h_n)]`` in NumPy.
 
 Estimated by double reparameterisation with fixed base samples: ``T`` draws
-``theta_t = mu + sigma * eps_theta[t]`` from the mean-field normal ``q`` (in the
-unconstrained space), and for each of them ``S`` outcomes
+``theta_t`` of the normal ``q`` from fixed base samples ``eps_theta`` (in the
+unconstrained space; :func:`theta_draws` for mean-field), and for each of them ``S`` outcomes
 ``y_{ts} = g(theta_t, eps_y[s])`` from the same base samples ``eps_y``. Two
 estimators of the inner term per ``theta_t`` and data point ``n``:
 
@@ -25,6 +25,12 @@ import numpy as np
 from scipy.special import logsumexp, ndtri
 
 from stanflow.lcvi.losses import Loss, check_utility, get_loss
+
+GRID_POINTS = 33
+"""Points of the coarse grid that :func:`utility_decisions` starts from."""
+
+MAX_SECTIONS = 100
+"""Golden sections of :func:`utility_decisions` at the most (they shrink by 0.618 each)."""
 
 ESTIMATORS = ("naive", "linearised")
 """Estimators of the utility term, in the order of the Stan data ``estimator`` (1, 2)."""
@@ -65,14 +71,17 @@ def outcome_base_samples(
 ) -> np.ndarray:
     """Fixed standard normal base samples ``eps_y`` of the outcomes, shape (S, N).
 
-    Stratified (default): ``eps_y[s, n] = Phi^-1((s + u_n) / S)`` with one
-    uniform ``u_n`` per data point, so each ``eps_y[:, n]`` has one draw in each
-    of the ``S`` equal-probability strata of ``N(0, 1)``: every average over
-    ``s`` is unbiased and has far less error than with ``S`` independent
-    draws, which matters because the same samples are used in every gradient
-    step (a fixed ``eps_y`` biases the optimum towards ``h - sd eps_y``; with
-    ``S = 1`` independent draw LCVI can raise the risk). Otherwise independent
-    draws.
+    Stratified and antithetic (default): ``eps_y[s, n] = Phi^-1((s + u_n) / S)``
+    for the strata below the median, with one uniform ``u_n`` per data point,
+    mirrored above it (``eps_y[S - 1 - s, n] = -eps_y[s, n]``; the middle
+    stratum of an odd ``S`` gets 0). Each ``eps_y[:, n]`` thus has one draw in
+    each of the ``S`` equal-probability strata of ``N(0, 1)`` and mean exactly
+    0. This matters because the same samples serve every gradient step: a
+    fixed ``eps_y`` pulls the optimum towards ``h - sd mean_s eps_y`` for each
+    data point, and with two plain stratified draws that mean ranges up to
+    +-0.8 (the squared loss's pull then has a random offset per data point);
+    antithetic pairs remove it, and for the squared loss make the outcome
+    average exact. Otherwise independent draws.
 
     Parameters
     ----------
@@ -85,7 +94,10 @@ def outcome_base_samples(
         raise ValueError(f"S and N must be >= 1, got {S!r}, {N!r}")
     if not stratified:
         return rng.standard_normal((S, N))
-    return ndtri((np.arange(S)[:, None] + rng.uniform(size=N)) / S)
+    half = S // 2
+    lower = ndtri((np.arange(half)[:, None] + rng.uniform(size=N)) / S)
+    middle = np.zeros((S % 2, N))
+    return np.concatenate([lower, middle, -lower[::-1]])
 
 
 def normal_outcomes(
@@ -147,28 +159,13 @@ def utility_per_theta(
     ndarray, shape (T,)
     """
     kind, scale = check_utility(kind, scale)
-    if estimator not in ESTIMATORS:
-        raise ValueError(
-            f"estimator: unknown estimator {estimator!r}; known: {list(ESTIMATORS)}"
-        )
+    check_estimator(estimator)
     y, h = np.asarray(y, dtype=float), np.asarray(h, dtype=float)
     if y.ndim != 3 or y.shape[1] == 0:
         raise ValueError(f"y must have shape (T, S, N) with S >= 1, got {y.shape}")
     if h.shape != y.shape[2:]:
         raise ValueError(f"h (decisions) must have shape {y.shape[2:]}, got {h.shape}")
-    losses = get_loss(loss).value(y, h)
-    S = y.shape[1]
-    if estimator == "linearised":
-        mean_loss = losses.mean(axis=1)
-        inner = -mean_loss / scale if kind == "linear" else -scale * mean_loss
-    elif kind == "exp":
-        inner = logsumexp(-scale * losses, axis=1) - math.log(S)
-    else:
-        mean_utility = scale - losses.mean(axis=1)
-        with np.errstate(divide="ignore"):
-            inner = np.where(
-                mean_utility > 0, np.log(np.maximum(mean_utility, 0)), -np.inf
-            )
+    inner = _inner(get_loss(loss).value(y, h), kind, scale, estimator)
     return inner.sum(axis=1)
 
 
@@ -189,3 +186,108 @@ def utility_term(
     float
     """
     return float(utility_per_theta(y, h, loss, kind, scale, estimator).mean())
+
+
+def utility_decisions(
+    y: np.ndarray,
+    loss: str | Loss,
+    kind: str,
+    scale: float,
+    estimator: str = "linearised",
+    xtol: float = 1e-9,
+) -> np.ndarray:
+    """The decisions that maximise the estimated utility term, one per data point.
+
+    ``U`` is a sum over data points of terms in one decision each, so each
+    ``h_n`` maximises ``mean_t inner(y[t, :, n], h_n)`` on its own. With the
+    linearised estimator that is the Bayes decision of the pooled outcomes
+    ``y[:, :, n]`` (exactly); with the naive one, a golden-section search on
+    ``[min y[:, :, n], max y[:, :, n]]``, which holds the maximiser since every
+    shipped loss grows as ``h`` leaves all outcomes behind: a grid of
+    :data:`GRID_POINTS` points, then golden sections around its best point.
+    Where the naive ``M - l`` term is ``-inf`` for every ``h`` (some draw's
+    mean loss exceeds ``M`` wherever ``h`` is), the Bayes decision of the
+    pooled outcomes is returned.
+
+    Parameters
+    ----------
+    y : array_like, shape (T, S, N)
+        Outcomes as for :func:`utility_per_theta`.
+    loss, kind, scale, estimator
+        As for :func:`utility_per_theta`.
+    xtol : float, default 1e-9
+        Width of the final bracket, relative to the widest range of outcomes
+        of a data point (at most :data:`MAX_SECTIONS` golden sections).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    kind, scale = check_utility(kind, scale)
+    check_estimator(estimator)
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 3 or 0 in y.shape:
+        raise ValueError(f"y must have shape (T, S, N) with T, S >= 1, got {y.shape}")
+    loss = get_loss(loss)
+    if estimator == "linearised":
+        return loss.bayes_decision(y.reshape(-1, y.shape[2]))
+
+    def value(h: np.ndarray) -> np.ndarray:
+        return _inner(loss.value(y, h), kind, scale, estimator).mean(axis=0)
+
+    low, high = y.min(axis=(0, 1)), y.max(axis=(0, 1))
+    width = xtol * float(np.max(high - low))
+    # A coarse grid first (it also steps over flat -inf stretches of the
+    # naive M - l term), then golden sections around its best point.
+    grid = low + (high - low) * np.linspace(0, 1, GRID_POINTS)[:, None]
+    values = np.stack([value(g) for g in grid])
+    best = np.argmax(values, axis=0)
+    cells = np.arange(y.shape[2])
+    low = grid[np.maximum(best - 1, 0), cells]
+    high = grid[np.minimum(best + 1, GRID_POINTS - 1), cells]
+    ratio = (math.sqrt(5) - 1) / 2
+    left, right = high - ratio * (high - low), low + ratio * (high - low)
+    f_left, f_right = value(left), value(right)
+    # a fixed number of sections: a width below the spacing of floating-point
+    # numbers at the size of y would never be reached
+    start = float(np.max(high - low))
+    sections = math.ceil(math.log(width / start) / math.log(ratio)) if width < start else 0
+    for _ in range(min(sections, MAX_SECTIONS)):
+        keep_left = f_left >= f_right  # the maximiser is in [low, right]
+        high = np.where(keep_left, right, high)
+        low = np.where(keep_left, low, left)
+        new = np.where(
+            keep_left, high - ratio * (high - low), low + ratio * (high - low)
+        )
+        f_new = value(new)
+        # kept left: the old left point is the new right one; else the old
+        # right point is the new left one
+        left, right, f_left, f_right = (
+            np.where(keep_left, new, right),
+            np.where(keep_left, left, new),
+            np.where(keep_left, f_new, f_right),
+            np.where(keep_left, f_left, f_new),
+        )
+    pooled = loss.bayes_decision(y.reshape(-1, y.shape[2]))
+    return np.where(np.isneginf(values.max(axis=0)), pooled, (low + high) / 2)
+
+
+def check_estimator(estimator: str) -> None:
+    """Raise a ``ValueError`` naming ``estimator`` unless it is one of :data:`ESTIMATORS`."""
+    if estimator not in ESTIMATORS:
+        raise ValueError(
+            f"estimator: unknown estimator {estimator!r}; known: {list(ESTIMATORS)}"
+        )
+
+
+def _inner(losses: np.ndarray, kind: str, scale: float, estimator: str) -> np.ndarray:
+    """The inner term per draw of ``theta`` and data point from losses (T, S, N)."""
+    S = losses.shape[1]
+    if estimator == "linearised":
+        mean_loss = losses.mean(axis=1)
+        return -mean_loss / scale if kind == "linear" else -scale * mean_loss
+    if kind == "exp":
+        return logsumexp(-scale * losses, axis=1) - math.log(S)
+    mean_utility = scale - losses.mean(axis=1)
+    with np.errstate(divide="ignore"):
+        return np.where(mean_utility > 0, np.log(np.maximum(mean_utility, 0)), -np.inf)
