@@ -8,8 +8,9 @@ random number generator) and ``checkpoint load=FILE`` continues from such a
 state, skipping initialisation and adaptation. A run of ``n`` iterations
 continued for ``m`` more ends in the same state, with the same draws, as one
 run of ``n + m`` iterations (unless one of them stops early on
-``tol_rel_obj``); a run that only saves writes the same draws as CmdStan's
-ADVI. ``tests/test_advi_e2e.py`` checks both bit for bit.
+``tol_rel_obj``, whose stopping rule starts afresh with each run); a run that
+only saves writes the same draws as CmdStan's ADVI. ``tests/test_advi_e2e.py``
+checks both bit for bit.
 
 This is what lets an algorithm change a model's data between stretches of
 one optimisation, as the LCVI loop does with its decisions
@@ -37,6 +38,7 @@ from stanflow.runs.batch import console_tail
 PathLike = str | os.PathLike
 
 STATE_FORMAT = "stanflow-advi-state"
+_STATE_FIELDS = ("algorithm", "dimension", "iteration", "eta", "elbo", "mu", "scale")
 
 
 class AdviRunError(RuntimeError):
@@ -53,7 +55,7 @@ class AdviRunError(RuntimeError):
         self.console = console
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AdviState:
     """An ADVI state saved by stanflow's driver (``checkpoint save=FILE``).
 
@@ -122,6 +124,9 @@ class AdviState:
         state = json.loads(path.read_text())
         if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
             raise ValueError(f"{path} is not a {STATE_FORMAT} file")
+        missing = sorted(set(_STATE_FIELDS) - set(state))
+        if missing:
+            raise ValueError(f"{path}: the state lacks the fields {missing}")
         dim = int(state["dimension"])
         scale = np.asarray(state["scale"], dtype=float)
         if state["algorithm"] == "fullrank":
@@ -192,8 +197,11 @@ def run_advi(
         CmdStan's ``variational`` arguments by CmdStan's names
         (``{"iter": 2000, "grad_samples": 10, "adapt.engaged": False,
         "eta": 0.1, "output_samples": 1000, "sig_figs": 18}``), checked by
-        :func:`stanflow.runs.arguments.check_args`. When resuming, ``eta``
-        and ``adapt.*`` are the state's and ``algorithm`` must match it.
+        :func:`stanflow.runs.arguments.check_args`. When resuming, ``iter``
+        counts the iterations of this run (on top of the state's), ``eta``
+        and the adaptation are the state's (giving them is an error), and
+        ``algorithm`` must be the state's. The stopping rule on
+        ``tol_rel_obj`` starts afresh with each run.
     resume : AdviState, optional
     inits : mapping, optional
         Initial values (the mean of the first approximation); not with
@@ -214,6 +222,12 @@ def run_advi(
     if resume is not None:
         if inits is not None:
             raise ValueError("inits: a resumed run starts from its state, not inits")
+        fixed = [key for key in checked if key == "eta" or key.startswith("adapt.")]
+        if fixed:
+            raise ValueError(
+                f"{fixed[0]}: a resumed run uses the state's eta "
+                f"({resume.eta:g}) and does not adapt"
+            )
         if checked.get("algorithm", "meanfield") != resume.algorithm:
             raise ValueError(
                 f"algorithm: the state {resume.path} is {resume.algorithm!r}, "

@@ -117,6 +117,18 @@ def test_supports_checkpoints(centred, tmp_path):
     assert not supports_checkpoints(fake)
 
 
+def test_a_full_rank_factor_must_be_lower_triangular(centred, tmp_path):
+    _, state = run_advi(centred, DATA, tmp_path, "ok", seed=1, args={"iter": 30, "algorithm": "fullrank"})
+    saved = json.loads(state.path.read_text())
+    saved["scale"][1] = 0.5  # row 0, column 1: above the diagonal
+    (tmp_path / "upper.json").write_text(json.dumps(saved))
+    with pytest.raises(AdviRunError, match="field scale must be lower triangular"):
+        run_advi(
+            centred, DATA, tmp_path, "x", seed=1, args={"algorithm": "fullrank"},
+            resume=AdviState.read(tmp_path / "upper.json"),
+        )
+
+
 def test_bad_states_are_refused_with_the_field(centred, cmdstan, tmp_path):
     _, state = run_advi(centred, DATA, tmp_path, "ok", seed=1, args={"iter": 30})
     with pytest.raises(ValueError, match="algorithm: the state .* 'meanfield', got 'fullrank'"):
@@ -128,6 +140,16 @@ def test_bad_states_are_refused_with_the_field(centred, cmdstan, tmp_path):
     (tmp_path / "broken.json").write_text(json.dumps(broken))
     with pytest.raises(AdviRunError, match="field mu must be an array of 10 numbers"):
         run_advi(centred, DATA, tmp_path, "x", seed=1, resume=AdviState.read(tmp_path / "broken.json"))
+    for field, value, problem in [
+        ("history_mu", [-1.0] * 10, "must be >= 0"),
+        ("scale", [True] * 10, "must hold finite numbers only"),
+        ("rng", "16 2 0", "is not a state of Stan's RNG"),
+    ]:
+        (tmp_path / "broken.json").write_text(json.dumps(json.loads(state.path.read_text()) | {field: value}))
+        with pytest.raises(AdviRunError, match=f"{field}.* {problem}|{problem}"):
+            run_advi(centred, DATA, tmp_path, "x", seed=1, resume=AdviState.read(tmp_path / "broken.json"))
+    with pytest.raises(ValueError, match=r"eta: a resumed run uses the state's eta"):
+        run_advi(centred, DATA, tmp_path, "x", seed=1, args={"eta": 0.5}, resume=state)
     other = compile_model(Path(__file__).parent / "stan" / "normal_mean.stan")
     normal_data = {"N": 3, "y": [1.0, 2.0, 3.0], "sigma": 1.0, "prior_mean": 0.0, "prior_sd": 10.0}
     with pytest.raises(AdviRunError, match="was written by model eight_schools_centered_model"):

@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <iomanip>
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
@@ -98,11 +99,19 @@ class reader {
     for (Eigen::Index i = 0; i < rows; ++i)
       for (Eigen::Index j = 0; j < cols; ++j) {
         const auto& x = v[static_cast<rapidjson::SizeType>(i * cols + j)];
-        if (!x.IsNumber())
-          fail(name, "must hold numbers only");
+        if (!x.IsNumber() || !std::isfinite(x.GetDouble()))
+          fail(name, "must hold finite numbers only");
         values(i, j) = x.GetDouble();
       }
     return values;
+  }
+
+  /** A full-rank factor must be lower triangular, as Stan's family checks. */
+  void lower_triangular(const std::string& name, const Eigen::MatrixXd& m) const {
+    for (Eigen::Index i = 0; i < m.rows(); ++i)
+      for (Eigen::Index j = i + 1; j < m.cols(); ++j)
+        if (m(i, j) != 0)
+          fail(name, "must be lower triangular (row by row)");
   }
 
   [[noreturn]] void fail(const std::string& field,
@@ -120,6 +129,16 @@ class reader {
 }  // namespace
 
 void write_advi_state(std::ostream& out, const advi_state& state) {
+  auto require_finite = [](const char* name, bool finite) {
+    if (!finite)
+      throw std::domain_error(std::string("ADVI's state is not finite (field ")
+                              + name
+                              + "): the optimisation diverged, no state saved");
+  };
+  require_finite("mu", state.mu.allFinite());
+  require_finite("scale", state.scale.allFinite());
+  require_finite("history_mu", state.history_mu.allFinite());
+  require_finite("history_scale", state.history_scale.allFinite());
   std::ios::fmtflags flags = out.flags();
   std::streamsize precision = out.precision();
   out << std::setprecision(17);
@@ -173,6 +192,14 @@ advi_state read_advi_state(const std::string& path) {
   state.scale = in.matrix("scale", dim, cols);
   state.history_mu = in.matrix("history_mu", dim, 1);
   state.history_scale = in.matrix("history_scale", dim, cols);
+  if (cols > 1) {
+    in.lower_triangular("scale", state.scale);
+    in.lower_triangular("history_scale", state.history_scale);
+  }
+  if ((state.history_mu.array() < 0).any())
+    in.fail("history_mu", "must be >= 0 (squared gradients)");
+  if ((state.history_scale.array() < 0).any())
+    in.fail("history_scale", "must be >= 0 (squared gradients)");
   state.rng = in.text("rng");
   return state;
 }

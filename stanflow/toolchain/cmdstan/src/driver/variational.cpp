@@ -7,8 +7,9 @@
 // the last iteration and a later run can continue from it: a run of n
 // iterations continued for m more consumes the same random numbers and ends
 // in the same state as one run of n + m iterations (as long as neither stops
-// early on tol_rel_obj), and a run with `save` alone writes the same draws as
-// a run without it.
+// early on tol_rel_obj: the stopping rule's window of relative ELBO changes
+// starts afresh with each run, sized by its own iter), and a run with `save`
+// alone writes the same draws as a run without it.
 #include "advi_state.hpp"
 #include "driver.hpp"
 
@@ -112,7 +113,7 @@ double median(const boost::circular_buffer<double>& buffer) {
  * random numbers), the same step sizes eta / sqrt(k) / (1 + sqrt(s_k)) with
  * s_1 = g_1^2 and s_k = 0.9 s_{k-1} + 0.1 g_k^2, ELBO evaluations at
  * multiples of eval_elbo of the global iteration k, and the same stopping
- * rule on the mean and median relative ELBO change.
+ * rule on the mean and median relative ELBO change (within one run).
  */
 template <class Q>
 class resumable_advi {
@@ -199,6 +200,10 @@ class resumable_advi {
            + " unconstrained parameters, the model has "
            + std::to_string(ctx_.model.num_params_r()));
     std::istringstream rng(state.rng);
+    long long size = 0;
+    std::istringstream(state.rng) >> size;
+    if (size != 17)  // mixmax's vector length; boost only asserts it
+      fail("field rng is not a state of Stan's RNG");
     rng >> rng_;
     if (rng.fail())
       fail("field rng is not a state of Stan's RNG");
