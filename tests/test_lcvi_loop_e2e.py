@@ -9,7 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from stanflow.lcvi import eight_schools, lcvi, normal_mean, stan_data
+from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi, stan_data
+from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
 from stanflow.lcvi.loop import empirical_risk, settled
 from stanflow.lcvi.losses import get_loss
 from stanflow.models import STAN_DIR
@@ -62,6 +63,33 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
     assert idata.posterior.theta.shape[-1] == 8
     assert (folder / "vi-branch-state.json").is_file()
     assert (folder / "lcvi-001.csv").is_file()
+
+
+@pytest.mark.e2e
+def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
+    loop = run_lcvi(
+        SCHOOLS,
+        "tilted",
+        q=0.2,
+        kind="exp",
+        estimator="naive",
+        decision="utility",
+        algorithm="fullrank",
+        seed=4,
+        tol=10.0,
+        advi_args={"iter": 2000, "grad_samples": 4},
+    )
+    assert [s.state.algorithm for s in loop.steps] == ["fullrank"] * 2
+    assert loop.steps[-1].state.scale.shape == (10, 10) and loop.settled
+    # the decision step maximised the estimated utility term of the last state
+    step = loop.steps[-1]
+    z = step.state.draws(loop.eps_theta)
+    y = normal_outcomes(SCHOOLS.location(z), SCHOOLS.sd, loop.eps_y)
+    best = utility_per_theta(y, step.decisions, loop.loss, "exp", loop.scale, "naive").mean()
+    for shift in (-0.05, 0.05):
+        other = utility_per_theta(y, step.decisions + shift, loop.loss, "exp", loop.scale, "naive")
+        assert best >= other.mean()
+    assert np.all(np.isfinite([s.elbo for s in loop.steps]))
 
 
 @pytest.mark.parametrize(
