@@ -14,7 +14,7 @@ import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,6 +80,19 @@ def run_timed(cmd: Sequence[str], cwd: Path | None = None) -> Timed:
     sys_ = after.ru_stime - before.ru_stime
     cpu = (after.ru_utime - before.ru_utime) + sys_
     return Timed(wall=wall, cpu=cpu, sys=sys_)
+
+
+def children_cpu() -> float:
+    """User + system CPU seconds of all finished child processes of this process."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_call(call: Callable[[], Any]) -> tuple[Any, float, float]:
+    """``call()``'s result, its wall seconds and the CPU seconds of the child processes it ran."""
+    cpu, start = children_cpu(), time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - start, children_cpu() - cpu
 
 
 def median(values: Sequence[float]) -> float:

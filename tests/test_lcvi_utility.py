@@ -124,7 +124,7 @@ def test_utility_decisions_maximise_the_naive_term(loss, kind, scale):
     h = utility_decisions(y, loss, kind, scale, "naive")
     # brute force: the per-point term on a fine grid around each decision
     for n in range(3):
-        def term(g):
+        def term(g, n=n):
             hn = np.tile(H, (g.size, 1))
             hn[:, n] = g
             return np.array([utility_per_theta(y, row, loss, kind, scale, "naive").mean() for row in hn])

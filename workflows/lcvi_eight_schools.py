@@ -40,7 +40,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stanflow.idata import save, to_inference_data
-from stanflow.lcvi import ADVI_DEFAULTS, eight_schools, empirical_risk, get_loss, run_lcvi
+from stanflow.lcvi import (
+    ADVI_DEFAULTS,
+    eight_schools,
+    empirical_risk,
+    get_loss,
+    run_lcvi,
+)
 from stanflow.lcvi.loop import to_idata
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure

@@ -263,8 +263,8 @@ def _plot_reductions(results: dict, published: dict, path: Path) -> None:
 def _plot_risks(ours: dict, published: dict, path: Path) -> None:
     figure, axes = plt.subplots(1, len(ours), figsize=(4 * len(ours), 3.8))
     for axis, name in zip(axes, ours, strict=True):
-        for x, (label, source, color) in enumerate(
-            [("stanflow", ours[name], "C0"), ("reference", published[name], "C3")]
+        for x, (source, color) in enumerate(
+            [(ours[name], "C0"), (published[name], "C3")]
         ):
             for offset, method in [(-0.1, "vi"), (0.1, "lcvi")]:
                 axis.errorbar(

@@ -47,7 +47,6 @@ import xarray as xr
 
 from stanflow.advi import AdviState, run_advi
 from stanflow.idata import to_inference_data
-from stanflow.runs.arguments import check_args
 from stanflow.lcvi.losses import Loss, get_loss, utility_scale
 from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.stan import lcvi_model, stan_data
@@ -57,6 +56,7 @@ from stanflow.lcvi.utility import (
     utility_decisions,
     utility_per_theta,
 )
+from stanflow.runs.arguments import check_args
 
 ADVI_DEFAULTS: dict[str, Any] = {
     "iter": 10_000,
