@@ -31,7 +31,7 @@ version for both), minimum over the two; ESS/s divides it by the wall time.
 
 Usage::
 
-    /work/venv/bin/python bench/eight_schools_vs_pymc.py [--stan-reps 6] \
+    .venv/bin/python bench/eight_schools_vs_pymc.py [--stan-reps 6] \
         [--warm-calls 3] [--pymc-venv /work/bench-venv]
 
 The PyMC venv is created with ``pip install pymc`` if it does not exist.
@@ -311,7 +311,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     data = {
         "benchmark": "eight_schools_vs_pymc",
-        "command": "/work/venv/bin/python bench/eight_schools_vs_pymc.py "
+        "command": ".venv/bin/python bench/eight_schools_vs_pymc.py "
         f"--stan-reps {args.stan_reps} --warm-calls {args.warm_calls} "
         f"--pymc-venv {args.pymc_venv}",
         "machine": info,
