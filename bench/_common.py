@@ -14,7 +14,7 @@ import resource
 import statistics
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,14 +38,19 @@ class Timed:
         User + system CPU seconds of the child (and its children).
     sys : float
         The system (kernel) part of ``cpu``.
+    minor_faults : int
+        Page faults served without I/O (fresh pages of memory, mostly).
     """
 
     wall: float
     cpu: float
     sys: float = 0.0
+    minor_faults: int = 0
 
 
-def run_timed(cmd: Sequence[str], cwd: Path | None = None) -> Timed:
+def run_timed(
+    cmd: Sequence[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> Timed:
     """Run a command to completion and time it.
 
     Parameters
@@ -54,6 +59,8 @@ def run_timed(cmd: Sequence[str], cwd: Path | None = None) -> Timed:
         The command line.
     cwd : pathlib.Path, optional
         Working directory.
+    env : mapping, optional
+        The command's environment; by default this process's.
 
     Returns
     -------
@@ -68,7 +75,7 @@ def run_timed(cmd: Sequence[str], cwd: Path | None = None) -> Timed:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(
-        list(cmd), cwd=cwd, capture_output=True, text=True, check=False
+        list(cmd), cwd=cwd, env=env, capture_output=True, text=True, check=False
     )
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -79,7 +86,8 @@ def run_timed(cmd: Sequence[str], cwd: Path | None = None) -> Timed:
         )
     sys_ = after.ru_stime - before.ru_stime
     cpu = (after.ru_utime - before.ru_utime) + sys_
-    return Timed(wall=wall, cpu=cpu, sys=sys_)
+    faults = after.ru_minflt - before.ru_minflt
+    return Timed(wall=wall, cpu=cpu, sys=sys_, minor_faults=faults)
 
 
 def children_cpu() -> float:

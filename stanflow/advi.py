@@ -263,7 +263,11 @@ def run_advi(
     tokens += output_tokens(checked)
     with files["console"].open("w") as console:
         code = subprocess.run(
-            tokens, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT
+            tokens,
+            stdin=subprocess.DEVNULL,
+            stdout=console,
+            stderr=subprocess.STDOUT,
+            check=False,
         ).returncode
     if code != 0:
         raise AdviRunError(

@@ -61,8 +61,34 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
     # The ELBO gives way a little to the utility term, never much.
     assert float(dec.elbo[0]) - 1.0 < float(dec.elbo[-1]) <= float(dec.elbo[0]) + 0.5
     assert idata.posterior.theta.shape[-1] == 8
+    assert idata.posterior.sizes["draw"] == 1000  # the last block's, all of them
     assert (folder / "vi-branch-state.json").is_file()
     assert (folder / "lcvi-001.csv").is_file()
+
+
+@pytest.mark.e2e
+def test_loop_settled_before_max_iter_keeps_all_draws_of_its_last_fit(cmdstan, tmp_path):
+    loop = run_lcvi(
+        SCHOOLS,
+        "tilted",
+        q=0.2,
+        seed=5,
+        decision_every=500,
+        tol=10.0,  # settles at the first check, at iter < max_iter
+        max_iter=4000,
+        advi_args={"iter": 2000, "output_samples": 300, "elbo_samples": 50},
+        output_dir=tmp_path,
+    )
+    assert loop.settled
+    assert [s.state.iteration for s in loop.steps] == [2000, 1500, 2000]
+    draws = [s.fit.variational_sample.shape[0] for s in loop.steps]
+    # a block that might not have been the last wrote only its ELBO's draws;
+    # the last one was run again from the same state for all of them
+    assert draws == [300, 50, 300]
+    (folder,) = tmp_path.glob("lcvi-tilted-*")
+    light = json.loads((folder / "lcvi-002-state.json").read_text())
+    again = json.loads((folder / "lcvi-002-draws-state.json").read_text())
+    assert light == again
 
 
 @pytest.mark.e2e

@@ -36,9 +36,9 @@ from stanflow.lcvi.utility import (
 
 __all__ = [
     "ADVI_DEFAULTS",
-    "PlainVI",
     "LOSSES",
     "Loss",
+    "PlainVI",
     "Problem",
     "bayes_decisions",
     "eight_schools",

@@ -71,6 +71,8 @@ small that ADVI never stops early: every run does its ``iter`` iterations."""
 
 DECISIONS = ("bayes", "utility")
 
+_CHUNK_ELEMENTS = 2**20  # array elements per chunk of draws (8 MB of doubles)
+
 
 class Step(NamedTuple):
     """One fit of the loop and what it is judged by.
@@ -86,7 +88,9 @@ class Step(NamedTuple):
         ``E_q[target] - weight U + entropy(q)``: the model's target (its
         ``log_p__``, up to the constants Stan drops, holding ``weight U``)
         averaged over the fit's draws, ``U`` over the loop's draws of the
-        state, the entropy exact.
+        state, the entropy exact. A block that was not the last writes only
+        ``elbo_samples`` draws (as many as CmdStan estimates its ELBO from);
+        the last writes ``output_samples``.
     utility : float
         ``U`` at the decisions the fit was run with (those of the previous
         step; plain VI's own for plain VI).
@@ -372,20 +376,33 @@ def run_lcvi(
             loc = problem.location(end.draws(eps_theta))
             y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
             scale = utility_scale(loss.value(y_rep, h), kind, percentile)
-        judge = _Judge(problem, eps_y, eps_theta, loss, kind, scale, estimator, decision)
+        judge = _Judge(
+            problem, eps_y, eps_theta, loss, kind, scale, estimator, decision
+        )
         steps = [judge(fit, end, h, h, 0.0, vi.seconds)]
+        # a block that may not be the last writes only the draws of its ELBO
+        light = min(args["output_samples"], args["elbo_samples"])
         state, done, block = fork, False, 0
         while state.iteration < n_iter or (not done and state.iteration < limit):
             block += 1
             stop = n_iter if state.iteration < n_iter else limit
             iterations = min(decision_every, stop - state.iteration)
+            start, h_run = state, h
+            draws = None if start.iteration + iterations == limit else light
             fit, state, seconds = advi(
-                f"lcvi-{block:03d}", 1.0, h, scale, iterations, state
+                f"lcvi-{block:03d}", 1.0, h_run, scale, iterations, start, draws
             )
-            step = judge(fit, state, h, None, 1.0, seconds)
+            step = judge(fit, state, h_run, None, 1.0, seconds)
             steps.append(step)
-            done = settled(h, step.decisions, tol)
+            done = settled(h_run, step.decisions, tol)
             h = step.decisions
+        if draws is not None and light < args["output_samples"]:
+            # settled before max_iter: the same block again, for all the draws
+            fit, again, more = advi(
+                f"lcvi-{block:03d}-draws", 1.0, h_run, scale, iterations, start
+            )
+            _check_same_state(state, again)
+            steps[-1] = judge(fit, again, h_run, None, 1.0, seconds + more)
         if not done:
             moved = float(np.max(np.abs(steps[-1].decisions - steps[-2].decisions)))
             advice = (
@@ -429,9 +446,7 @@ def run_lcvi(
     )
 
 
-def _advi_args(
-    algorithm: str, overrides: Mapping[str, Any] | None
-) -> dict[str, Any]:
+def _advi_args(algorithm: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
     if algorithm not in ("meanfield", "fullrank"):
         raise ValueError(
             f"algorithm must be 'meanfield' or 'fullrank', got {algorithm!r}"
@@ -461,6 +476,17 @@ def _check_vi(vi: PlainVI, algorithm: str, branch: int, n_iter: int) -> None:
             raise ValueError(f"vi: its state {state.path} no longer exists")
 
 
+def _check_same_state(first: AdviState, again: AdviState) -> None:
+    same = np.array_equal(first.mu, again.mu) and np.array_equal(
+        first.scale, again.scale
+    )
+    if not same:  # resumed ADVI is deterministic: the driver broke its contract
+        raise RuntimeError(
+            f"ADVI resumed twice from one state ended in different states "
+            f"({first.path}, {again.path})"
+        )
+
+
 def _check_options(
     n_outcomes: int,
     n_draws: int,
@@ -484,7 +510,9 @@ def _check_options(
             f"branch_iter must be in [1, iter) = [1, {n_iter}), got {branch!r}"
         )
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < n_iter:
-        raise ValueError(f"max_iter must be an integer >= iter = {n_iter}, got {limit!r}")
+        raise ValueError(
+            f"max_iter must be an integer >= iter = {n_iter}, got {limit!r}"
+        )
     if isinstance(decision_every, bool) or int(decision_every) < 1:
         raise ValueError(f"decision_every must be >= 1, got {decision_every!r}")
     if not tol > 0:
@@ -524,15 +552,18 @@ class _Judge:
         ``h_0``), else taken by the decision step.
         """
         problem = self.problem
-        z = state.draws(self.eps_theta)
-        y = normal_outcomes(problem.location(z), problem.sd, self.eps_y)
-        u = utility_per_theta(y, h, self.loss, self.kind, self.scale, self.estimator)
+        loc = problem.location(state.draws(self.eps_theta))
+        u = self._utility_per_theta(loc, h)
         if decisions is None:
             decisions = (
-                bayes_decisions(problem, z, self.loss)
+                self.loss.mixture_decision(loc, problem.sd)
                 if self.decision == "bayes"
                 else utility_decisions(
-                    y, self.loss, self.kind, self.scale, self.estimator
+                    normal_outcomes(loc, problem.sd, self.eps_y),
+                    self.loss,
+                    self.kind,
+                    self.scale,
+                    self.estimator,
                 )
             )
         # log_p__ is the target, so it holds weight * U: take it out again
@@ -540,6 +571,27 @@ class _Judge:
         elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)
         risk = empirical_risk(problem.y, decisions, self.loss)
         return Step(fit, state, decisions, float(elbo), float(u.mean()), risk, seconds)
+
+    def _utility_per_theta(self, loc: np.ndarray, h: np.ndarray) -> np.ndarray:
+        """:func:`utility_per_theta` of the outcomes at ``loc`` (T, N), a few draws at a time.
+
+        The outcomes of all draws at once (T x S x N, 160 MB on Last.fm) would
+        cost more in fresh memory than in arithmetic.
+        """
+        chunk = max(1, _CHUNK_ELEMENTS // self.eps_y.size)
+        return np.concatenate(
+            [
+                utility_per_theta(
+                    normal_outcomes(loc[i : i + chunk], self.problem.sd, self.eps_y),
+                    h,
+                    self.loss,
+                    self.kind,
+                    self.scale,
+                    self.estimator,
+                )
+                for i in range(0, loc.shape[0], chunk)
+            ]
+        )
 
 
 def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:

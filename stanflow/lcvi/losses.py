@@ -227,12 +227,28 @@ def mixture_quantile(loc: np.ndarray, sd: np.ndarray, q: float) -> np.ndarray:
     shape = loc.shape[1:]
     loc = loc.reshape(loc.shape[0], -1)
     sd = np.broadcast_to(sd, shape).reshape(-1)
+    # a few thousand elements at a time: temporaries of T x all elements (80 MB
+    # on Last.fm) would cost more in fresh memory than in arithmetic
+    shift = sd * ndtri(q)
+    lo, hi = loc.min(axis=0) + shift, loc.max(axis=0) + shift
+    tol = 1e-10 * (1.0 + np.max(np.abs(lo)) + np.max(np.abs(hi)))
+    chunk = max(1, _CHUNK_ELEMENTS // loc.shape[0])
+    parts = [
+        _mixture_quantile(loc[:, i : i + chunk], sd[i : i + chunk], q, tol)
+        for i in range(0, loc.shape[1], chunk)
+    ]
+    return np.concatenate(parts).reshape(shape)
+
+
+def _mixture_quantile(
+    loc: np.ndarray, sd: np.ndarray, q: float, tol: float
+) -> np.ndarray:
+    """:func:`mixture_quantile` of ``loc`` (T, M) and ``sd`` (M,) to ``tol``."""
     shift = sd * ndtri(q)
     lo = loc.min(axis=0) + shift
     hi = loc.max(axis=0) + shift
     h = loc.mean(axis=0) + np.sqrt(loc.var(axis=0) + np.square(sd)) * ndtri(q)
     h = np.clip(h, lo, hi)
-    tol = 1e-10 * (1.0 + np.max(np.abs(lo)) + np.max(np.abs(hi)))
     active = np.arange(h.size)  # elements not yet converged
     for _ in range(200):
         a, s_a = active, sd[active]
@@ -250,8 +266,10 @@ def mixture_quantile(loc: np.ndarray, sd: np.ndarray, q: float) -> np.ndarray:
         active = a[moving]
         if active.size == 0:
             break
-    return h.reshape(shape)
+    return h
 
+
+_CHUNK_ELEMENTS = 2**20  # array elements per chunk (8 MB of doubles)
 
 LOSSES: dict[str, Callable[..., Loss]] = {
     "squared": squared,

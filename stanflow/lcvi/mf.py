@@ -160,7 +160,9 @@ def matrix_factorisation(
     )
 
 
-def factors(z: np.ndarray, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+def factors(
+    z: np.ndarray, shape: tuple[int, int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """``U`` (T, I, K) and ``V`` (T, J, K) from draws ``z`` (T, I K + J K).
 
     Stan orders a matrix's unconstrained parameters column-major.

@@ -251,7 +251,9 @@ def utility_decisions(
     # a fixed number of sections: a width below the spacing of floating-point
     # numbers at the size of y would never be reached
     start = float(np.max(high - low))
-    sections = math.ceil(math.log(width / start) / math.log(ratio)) if width < start else 0
+    sections = (
+        math.ceil(math.log(width / start) / math.log(ratio)) if width < start else 0
+    )
     for _ in range(min(sections, MAX_SECTIONS)):
         keep_left = f_left >= f_right  # the maximiser is in [low, right]
         high = np.where(keep_left, right, high)

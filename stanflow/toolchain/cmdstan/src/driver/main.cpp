@@ -14,6 +14,7 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 #include <limits>
 
@@ -73,10 +74,14 @@ void print_help(std::ostream& out, const std::string& program,
  * free, so an algorithm that allocates and frees the same large temporaries
  * in every iteration (ADVI's vectors of a model with tens of thousands of
  * parameters) pays page faults on every iteration: up to 40% of the run time
- * of ADVI on the Last.fm matrix factorisation (docs/benchmarks.md). The process is short-lived
- * and its peak memory is what it needs anyway. Results do not change.
+ * of ADVI on the Last.fm matrix factorisation (docs/benchmarks.md). The
+ * process is short-lived and its peak memory is what it needs anyway. Results
+ * do not change. A user who tunes glibc's malloc (GLIBC_TUNABLES set) keeps
+ * their settings.
  */
 void keep_freed_memory() {
+  if (std::getenv("GLIBC_TUNABLES") != nullptr)
+    return;
   mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);  // glibc's largest value
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
 }

@@ -1,0 +1,175 @@
+"""Benchmark: ADVI with the driver's malloc settings against glibc's defaults.
+
+stanflow's driver tells glibc's ``malloc`` to keep freed memory in the
+process (``keep_freed_memory`` in ``src/driver/main.cpp``) unless
+``GLIBC_TUNABLES`` is set. This script runs one executable, the Last.fm matrix
+factorisation of the ``lcvi-mf`` workflow (992 x 100, K = 20: 21 840
+parameters), side by side in one run, alternating:
+
+- ``keep``: the driver's settings (``GLIBC_TUNABLES`` unset);
+- ``glibc``: glibc's own behaviour, by setting ``GLIBC_TUNABLES`` to a value
+  that changes nothing (``glibc.malloc.tcache_count=7``, its default);
+
+each for a plain ADVI run (mean-field, one gradient sample) and for the same
+run saving its state (``checkpoint save=``, as the LCVI loop runs it).
+Reported: wall and CPU seconds, minor page faults, and the ratios. The draws
+of the two variants are compared too: they must be identical.
+
+Usage::
+
+    STANFLOW_DATA_DIR=../shared/data .venv/bin/python bench/advi_malloc.py [--iter 3000] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import os
+import tempfile
+from pathlib import Path
+
+import cmdstanpy
+import numpy as np
+from _common import machine_info, median, print_table, run_timed, write_results
+
+from stanflow.lcvi import get_loss, lcvi_model, stan_data
+from stanflow.lcvi.mf import load_lastfm, matrix_factorisation, reference_split
+
+VARIANTS = {"keep": None, "glibc": "glibc.malloc.tcache_count=7"}
+
+
+def environment(tunables: str | None) -> dict[str, str]:
+    """This process's environment with ``GLIBC_TUNABLES`` set to ``tunables`` or removed."""
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES"}
+    if tunables is not None:
+        env["GLIBC_TUNABLES"] = tunables
+    return env
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iter", type=int, default=3000)
+    parser.add_argument("--reps", type=int, default=3)
+    args = parser.parse_args()
+
+    Y = load_lastfm(100)
+    problem = matrix_factorisation(
+        Y, reference_split(Y.shape), K=20, prior_sd=10.0, noise_sd=1.0
+    )
+    loss = get_loss("squared")
+    model = lcvi_model(loss, problem.template)  # compiled before timing
+    data = stan_data(
+        problem,
+        np.zeros(problem.n),
+        np.zeros((1, problem.n)),
+        loss,
+        "exp",
+        1.0,
+        weight=0.0,
+    )
+    records = {(path, v): [] for path in ("plain", "checkpoint") for v in VARIANTS}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        data_file = folder / "data.json"
+        cmdstanpy.write_stan_json(str(data_file), data)
+        base = [
+            model.exe_file,
+            "variational",
+            f"iter={args.iter}",
+            "grad_samples=1",
+            "eval_elbo=1000",
+            "tol_rel_obj=1e-9",
+            "eta=0.1",
+            "output_samples=20",
+            "adapt",
+            "engaged=0",
+        ]
+
+        def command(path: str, variant: str) -> list[str]:
+            cmd = list(base)
+            if path == "checkpoint":
+                cmd += ["checkpoint", f"save={folder / f'{variant}-state.json'}"]
+            return cmd + [
+                "data",
+                f"file={data_file}",
+                "random",
+                "seed=1",
+                "output",
+                f"file={folder / f'{path}-{variant}.csv'}",
+                "sig_figs=18",
+            ]
+
+        for rep in range(args.reps):
+            order = list(records) if rep % 2 == 0 else list(reversed(records))
+            for path, variant in order:
+                timed = run_timed(
+                    command(path, variant), env=environment(VARIANTS[variant])
+                )
+                records[(path, variant)].append(timed)
+        same = all(
+            _same_draws(folder / f"{path}-keep.csv", folder / f"{path}-glibc.csv")
+            for path in ("plain", "checkpoint")
+        ) and filecmp.cmp(
+            folder / "keep-state.json", folder / "glibc-state.json", shallow=False
+        )
+
+    summary, rows = {}, []
+    for (path, variant), runs in records.items():
+        summary[f"{path}_{variant}"] = {
+            "wall": median([r.wall for r in runs]),
+            "cpu": median([r.cpu for r in runs]),
+            "sys": median([r.sys for r in runs]),
+            "minor_faults": median([r.minor_faults for r in runs]),
+            "walls": [r.wall for r in runs],
+        }
+    for path in ("plain", "checkpoint"):
+        keep, glibc = summary[f"{path}_keep"], summary[f"{path}_glibc"]
+        summary[f"{path}_ratio_wall"] = glibc["wall"] / keep["wall"]
+        rows.append(
+            [
+                path,
+                f"{glibc['wall']:.2f}",
+                f"{keep['wall']:.2f}",
+                f"{summary[f'{path}_ratio_wall']:.2f}",
+                f"{glibc['sys']:.2f} / {keep['sys']:.2f}",
+                f"{glibc['minor_faults']:.0f} / {keep['minor_faults']:.0f}",
+            ]
+        )
+    print_table(
+        [
+            "run",
+            "glibc wall s",
+            "keep wall s",
+            "glibc / keep",
+            "sys s (glibc / keep)",
+            "minor faults (glibc / keep)",
+        ],
+        rows,
+    )
+    print(f"identical draws and states: {same}")
+    write_results(
+        "advi_malloc",
+        {
+            "iterations": args.iter,
+            "reps": args.reps,
+            "identical_results": same,
+            "median": summary,
+            "machine": machine_info(),
+            "command": f"STANFLOW_DATA_DIR=../shared/data .venv/bin/python bench/advi_malloc.py --iter {args.iter} --reps {args.reps}",
+        },
+    )
+
+
+def _same_draws(first: Path, second: Path) -> bool:
+    """Whether two CmdStan CSV files hold the same draws (their comments hold timings)."""
+
+    def rows(path: Path) -> list[str]:
+        return [
+            line for line in path.read_text().splitlines() if not line.startswith("#")
+        ]
+
+    return rows(first) == rows(second)
+
+
+if __name__ == "__main__":
+    main()
