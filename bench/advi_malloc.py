@@ -10,8 +10,11 @@ parameters), side by side in one run, alternating:
 - ``glibc``: glibc's own behaviour, by setting ``GLIBC_TUNABLES`` to a value
   that changes nothing (``glibc.malloc.tcache_count=7``, its default);
 
-each for a plain ADVI run (mean-field, one gradient sample) and for the same
-run saving its state (``checkpoint save=``, as the LCVI loop runs it).
+each for three runs of mean-field ADVI with one gradient sample: ``plain``, as a
+user starts it (``eta`` adapted; Stan's service function); ``checkpoint``, the
+same saving its state (the driver's own loop, as the LCVI loop's plain VI
+runs); ``resumed``, continuing from a saved state without adaptation (an LCVI
+block).
 Reported: wall and CPU seconds, minor page faults, and the ratios. The draws
 of the two variants are compared too: they must be identical.
 
@@ -36,6 +39,7 @@ from stanflow.lcvi import get_loss, lcvi_model, stan_data
 from stanflow.lcvi.mf import load_lastfm, matrix_factorisation, reference_split
 
 VARIANTS = {"keep": None, "glibc": "glibc.malloc.tcache_count=7"}
+PATHS = ("plain", "checkpoint", "resumed")
 
 
 def environment(tunables: str | None) -> dict[str, str]:
@@ -67,37 +71,30 @@ def main() -> None:
         1.0,
         weight=0.0,
     )
-    records = {(path, v): [] for path in ("plain", "checkpoint") for v in VARIANTS}
+    records = {(path, v): [] for path in PATHS for v in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         data_file = folder / "data.json"
         cmdstanpy.write_stan_json(str(data_file), data)
-        base = [
-            model.exe_file,
-            "variational",
-            f"iter={args.iter}",
-            "grad_samples=1",
-            "eval_elbo=1000",
-            "tol_rel_obj=1e-9",
-            "eta=0.1",
-            "output_samples=20",
-            "adapt",
-            "engaged=0",
-        ]
+        base = [model.exe_file, "variational", "grad_samples=1", "eval_elbo=1000"]
+        base += ["tol_rel_obj=1e-9", "output_samples=20"]
+        tail = ["data", f"file={data_file}", "random", "seed=1"]
+        start = folder / "start-state.json"  # what the resumed runs continue from
+        run_timed([*base, "iter=200", "checkpoint", f"save={start}", *tail])
 
         def command(path: str, variant: str) -> list[str]:
-            cmd = list(base)
+            state = folder / f"{path}-{variant}-state.json"
+            cmd = [*base, f"iter={args.iter}"]
             if path == "checkpoint":
-                cmd += ["checkpoint", f"save={folder / f'{variant}-state.json'}"]
-            return cmd + [
-                "data",
-                f"file={data_file}",
-                "random",
-                "seed=1",
+                cmd += ["checkpoint", f"save={state}"]
+            elif path == "resumed":
+                cmd += ["checkpoint", f"save={state}", f"load={start}"]
+            output = [
                 "output",
                 f"file={folder / f'{path}-{variant}.csv'}",
                 "sig_figs=18",
             ]
+            return cmd + tail + output
 
         for rep in range(args.reps):
             order = list(records) if rep % 2 == 0 else list(reversed(records))
@@ -108,9 +105,14 @@ def main() -> None:
                 records[(path, variant)].append(timed)
         same = all(
             _same_draws(folder / f"{path}-keep.csv", folder / f"{path}-glibc.csv")
-            for path in ("plain", "checkpoint")
-        ) and filecmp.cmp(
-            folder / "keep-state.json", folder / "glibc-state.json", shallow=False
+            for path in PATHS
+        ) and all(
+            filecmp.cmp(
+                folder / f"{path}-keep-state.json",
+                folder / f"{path}-glibc-state.json",
+                shallow=False,
+            )
+            for path in PATHS[1:]
         )
 
     summary, rows = {}, []
@@ -122,7 +124,7 @@ def main() -> None:
             "minor_faults": median([r.minor_faults for r in runs]),
             "walls": [r.wall for r in runs],
         }
-    for path in ("plain", "checkpoint"):
+    for path in PATHS:
         keep, glibc = summary[f"{path}_keep"], summary[f"{path}_glibc"]
         summary[f"{path}_ratio_wall"] = glibc["wall"] / keep["wall"]
         rows.append(
