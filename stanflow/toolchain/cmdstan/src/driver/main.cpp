@@ -73,8 +73,9 @@ void print_help(std::ostream& out, const std::string& program,
  * adjusted) with a fresh mapping and trims the heap's top when much of it is
  * free, so an algorithm that allocates and frees the same large temporaries
  * in every iteration (ADVI's vectors of a model with tens of thousands of
- * parameters) pays page faults on every iteration: up to 40% of the run time
- * of ADVI on the Last.fm matrix factorisation (docs/benchmarks.md). The
+ * parameters) can pay page faults on every iteration: about half the run time
+ * of a fresh ADVI run on the Last.fm matrix factorisation
+ * (bench/advi_malloc.py, docs/benchmarks.md). The
  * process is short-lived and its peak memory is what it needs anyway. Results
  * do not change. A user who tunes glibc's malloc (GLIBC_TUNABLES set) keeps
  * their settings.
