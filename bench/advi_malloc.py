@@ -80,7 +80,8 @@ def main() -> None:
         base += ["tol_rel_obj=1e-9", "output_samples=20"]
         tail = ["data", f"file={data_file}", "random", "seed=1"]
         start = folder / "start-state.json"  # what the resumed runs continue from
-        run_timed([*base, "iter=200", "checkpoint", f"save={start}", *tail])
+        start_run = [*base, "iter=200", "checkpoint", f"save={start}", *tail]
+        run_timed([*start_run, "output", f"file={folder / 'start.csv'}"])
 
         def command(path: str, variant: str) -> list[str]:
             state = folder / f"{path}-{variant}-state.json"

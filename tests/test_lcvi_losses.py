@@ -71,6 +71,18 @@ def test_mixture_decision_of_one_normal_is_the_closed_form(name, params, expecte
     assert decision == pytest.approx([expected], abs=1e-8)
 
 
+
+@pytest.mark.parametrize("chunk_elements", [1, 15, 2**20])
+def test_mixture_quantile_solves_the_mixture_cdf_in_any_chunks(monkeypatch, chunk_elements):
+    monkeypatch.setattr("stanflow.lcvi.losses.CHUNK_ELEMENTS", chunk_elements)
+    rng = np.random.default_rng(5)
+    loc = rng.normal(size=(7, 2, 5))  # 7 mixture components, 2 x 5 decisions
+    sd = rng.uniform(0.5, 2.0, size=5)
+    h = get_loss("tilted", q=0.8).mixture_decision(loc, sd)
+    cdf = norm.cdf((h - loc) / sd).mean(axis=0)
+    assert h.shape == (2, 5) and np.allclose(cdf, 0.8, atol=1e-9)
+
+
 def normal_expected_loss(name, params, mu, s, h):
     """Closed-form E l(Y, h) for Y ~ N(mu, s^2)."""
     z = (h - mu) / s

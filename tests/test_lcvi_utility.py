@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 from scipy.stats import norm
@@ -11,6 +13,7 @@ from stanflow.lcvi.utility import (
     normal_outcomes,
     outcome_base_samples,
     theta_draws,
+    utility_at_locations,
     utility_decisions,
     utility_per_theta,
     utility_term,
@@ -42,6 +45,25 @@ def test_matches_an_explicit_loop_over_draws_and_data_points():
     assert utility_term(y, H, loss, "linear", M, "naive") == pytest.approx(
         expected.mean()
     )
+
+
+@pytest.mark.parametrize("chunk_elements", [1, 30, 2**20])
+def test_utility_at_locations_matches_an_explicit_loop_in_any_chunks(
+    monkeypatch, chunk_elements
+):
+    # the module, not the function stanflow.lcvi.utility that shadows it
+    module = importlib.import_module("stanflow.lcvi.utility")
+    monkeypatch.setattr(module, "CHUNK_ELEMENTS", chunk_elements)
+    rng = np.random.default_rng(4)
+    loc, eps_y = rng.normal(size=(6, 3)), rng.standard_normal((4, 3))
+    loss, gamma = get_loss("squared"), 0.7
+    expected = np.zeros(6)
+    for t in range(6):
+        for n in range(3):
+            y = loc[t, n] + SD[n] * eps_y[:, n]
+            expected[t] += np.log(np.mean(np.exp(-gamma * (y - H[n]) ** 2)))
+    got = utility_at_locations(loc, SD, eps_y, H, loss, "exp", gamma, "naive")
+    assert got.shape == (6,) and np.allclose(got, expected)
 
 
 def test_linearised_squared_loss_matches_its_closed_form():

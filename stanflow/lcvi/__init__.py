@@ -30,6 +30,7 @@ from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
     normal_outcomes,
     theta_draws,
+    utility_at_locations,
     utility_per_theta,
     utility_term,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "stan_data",
     "theta_draws",
     "utility",
+    "utility_at_locations",
     "utility_per_theta",
     "utility_scale",
     "utility_term",

@@ -53,8 +53,8 @@ from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
     normal_outcomes,
     outcome_base_samples,
+    utility_at_locations,
     utility_decisions,
-    utility_per_theta,
 )
 from stanflow.runs.arguments import check_args
 
@@ -70,8 +70,6 @@ ADVI_DEFAULTS: dict[str, Any] = {
 small that ADVI never stops early: every run does its ``iter`` iterations."""
 
 DECISIONS = ("bayes", "utility")
-
-_CHUNK_ELEMENTS = 2**20  # array elements per chunk of draws (8 MB of doubles)
 
 
 class Step(NamedTuple):
@@ -553,7 +551,16 @@ class _Judge:
         """
         problem = self.problem
         loc = problem.location(state.draws(self.eps_theta))
-        u = self._utility_per_theta(loc, h)
+        u = utility_at_locations(
+            loc,
+            problem.sd,
+            self.eps_y,
+            h,
+            self.loss,
+            self.kind,
+            self.scale,
+            self.estimator,
+        )
         if decisions is None:
             decisions = (
                 self.loss.mixture_decision(loc, problem.sd)
@@ -571,27 +578,6 @@ class _Judge:
         elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)
         risk = empirical_risk(problem.y, decisions, self.loss)
         return Step(fit, state, decisions, float(elbo), float(u.mean()), risk, seconds)
-
-    def _utility_per_theta(self, loc: np.ndarray, h: np.ndarray) -> np.ndarray:
-        """:func:`utility_per_theta` of the outcomes at ``loc`` (T, N), a few draws at a time.
-
-        The outcomes of all draws at once (T x S x N, 160 MB on Last.fm) would
-        cost more in fresh memory than in arithmetic.
-        """
-        chunk = max(1, _CHUNK_ELEMENTS // self.eps_y.size)
-        return np.concatenate(
-            [
-                utility_per_theta(
-                    normal_outcomes(loc[i : i + chunk], self.problem.sd, self.eps_y),
-                    h,
-                    self.loss,
-                    self.kind,
-                    self.scale,
-                    self.estimator,
-                )
-                for i in range(0, loc.shape[0], chunk)
-            ]
-        )
 
 
 def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:

@@ -40,6 +40,11 @@ from stanflow.models import STAN_DIR
 UTILITIES = ("linear", "exp")
 """Utility transforms: ``"linear"`` is ``M - l``, ``"exp"`` is ``exp(-gamma l)``."""
 
+CHUNK_ELEMENTS = 2**20
+"""Array elements (8 MB of doubles) per chunk of the larger computations on
+draws x outcomes: all of them at once (160 MB on Last.fm) would cost more in
+fresh memory (page faults) than in arithmetic."""
+
 
 @dataclass(frozen=True)
 class Loss:
@@ -227,26 +232,30 @@ def mixture_quantile(loc: np.ndarray, sd: np.ndarray, q: float) -> np.ndarray:
     shape = loc.shape[1:]
     loc = loc.reshape(loc.shape[0], -1)
     sd = np.broadcast_to(sd, shape).reshape(-1)
-    # a few thousand elements at a time: temporaries of T x all elements (80 MB
-    # on Last.fm) would cost more in fresh memory than in arithmetic
     shift = sd * ndtri(q)
     lo, hi = loc.min(axis=0) + shift, loc.max(axis=0) + shift
     tol = 1e-10 * (1.0 + np.max(np.abs(lo)) + np.max(np.abs(hi)))
-    chunk = max(1, _CHUNK_ELEMENTS // loc.shape[0])
-    parts = [
-        _mixture_quantile(loc[:, i : i + chunk], sd[i : i + chunk], q, tol)
-        for i in range(0, loc.shape[1], chunk)
-    ]
-    return np.concatenate(parts).reshape(shape)
+    # a few thousand elements at a time (CHUNK_ELEMENTS)
+    chunk = max(1, CHUNK_ELEMENTS // loc.shape[0])
+    h = np.empty_like(lo)
+    for i in range(0, loc.shape[1], chunk):
+        part = slice(i, i + chunk)
+        h[part] = _bracketed_newton(loc[:, part], sd[part], q, lo[part], hi[part], tol)
+    return h.reshape(shape)
 
 
-def _mixture_quantile(
-    loc: np.ndarray, sd: np.ndarray, q: float, tol: float
+def _bracketed_newton(
+    loc: np.ndarray,
+    sd: np.ndarray,
+    q: float,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    tol: float,
 ) -> np.ndarray:
-    """:func:`mixture_quantile` of ``loc`` (T, M) and ``sd`` (M,) to ``tol``."""
-    shift = sd * ndtri(q)
-    lo = loc.min(axis=0) + shift
-    hi = loc.max(axis=0) + shift
+    """:func:`mixture_quantile` of ``loc`` (T, M), ``sd`` (M,) in its bracket ``[lo, hi]``.
+
+    ``lo`` and ``hi`` are narrowed in place.
+    """
     h = loc.mean(axis=0) + np.sqrt(loc.var(axis=0) + np.square(sd)) * ndtri(q)
     h = np.clip(h, lo, hi)
     active = np.arange(h.size)  # elements not yet converged
@@ -268,8 +277,6 @@ def _mixture_quantile(
             break
     return h
 
-
-_CHUNK_ELEMENTS = 2**20  # array elements per chunk (8 MB of doubles)
 
 LOSSES: dict[str, Callable[..., Loss]] = {
     "squared": squared,

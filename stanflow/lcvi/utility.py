@@ -24,7 +24,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp, ndtri
 
-from stanflow.lcvi.losses import Loss, check_utility, get_loss
+from stanflow.lcvi.losses import CHUNK_ELEMENTS, Loss, check_utility, get_loss
 
 GRID_POINTS = 33
 """Points of the coarse grid that :func:`utility_decisions` starts from."""
@@ -167,6 +167,49 @@ def utility_per_theta(
         raise ValueError(f"h (decisions) must have shape {y.shape[2:]}, got {h.shape}")
     inner = _inner(get_loss(loss).value(y, h), kind, scale, estimator)
     return inner.sum(axis=1)
+
+
+def utility_at_locations(
+    loc: np.ndarray,
+    scale_y: np.ndarray,
+    eps_y: np.ndarray,
+    h: np.ndarray,
+    loss: str | Loss,
+    kind: str,
+    scale: float,
+    estimator: str = "linearised",
+) -> np.ndarray:
+    """:func:`utility_per_theta` of the outcomes :func:`normal_outcomes` gives.
+
+    The same as ``utility_per_theta(normal_outcomes(loc, scale_y, eps_y), h,
+    ...)``, a few draws at a time (:data:`~stanflow.lcvi.losses.CHUNK_ELEMENTS`).
+
+    Parameters
+    ----------
+    loc, scale_y, eps_y
+        As ``loc``, ``scale`` and ``eps_y`` of :func:`normal_outcomes`.
+    h, loss, kind, scale, estimator
+        As for :func:`utility_per_theta`.
+
+    Returns
+    -------
+    ndarray, shape (T,)
+    """
+    loc = np.asarray(loc, dtype=float)
+    chunk = max(1, CHUNK_ELEMENTS // max(1, np.size(eps_y)))
+    return np.concatenate(
+        [
+            utility_per_theta(
+                normal_outcomes(loc[i : i + chunk], scale_y, eps_y),
+                h,
+                loss,
+                kind,
+                scale,
+                estimator,
+            )
+            for i in range(0, loc.shape[0], chunk)
+        ]
+    )
 
 
 def utility_term(
