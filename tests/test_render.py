@@ -99,7 +99,7 @@ def test_search_order_local_then_include_paths_then_stan_dir(tmp_path, monkeypat
         tmp_path / "t" / "main.stan",
         "".join(f"#include {n}.stanfunctions\n" for n in "abc"),
     )
-    monkeypatch.setattr(models, "STAN_DIR", stan_dir)
+    monkeypatch.setattr(models.templates, "STAN_DIR", stan_dir)
 
     assert render(main, include_paths=[extra]) == (
         "// a from t\n// b from extra\n// c from stan\n"

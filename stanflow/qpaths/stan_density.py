@@ -1,0 +1,91 @@
+"""Base and target densities given as Stan programs, evaluated in process.
+
+A q-path target is one Stan file: its ``model`` block is ``log pi1`` of the
+unconstrained parameters (Jacobian included, constants kept, so that ``Z`` is
+the integral the program's target defines). :class:`StanLogDensity` wraps the
+loaded program as the ``log_pi(z) -> (N,)`` callable that :func:`~stanflow.qpaths.smc.smc`,
+:func:`~stanflow.qpaths.smc.ais` and :func:`~stanflow.qpaths.smc.thermodynamic_integration`
+take, so no NumPy copy of the density is needed; the default random-walk moves
+only evaluate it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import bridgestan
+import numpy as np
+
+from stanflow.models import load, log_density_rows
+from stanflow.models.cache import PathLike
+
+
+class StanLogDensity:
+    """``log p(z)`` of a Stan program at particles ``z`` of shape ``(N, d)``.
+
+    Parameters
+    ----------
+    model : bridgestan.StanModel
+        The program with its data (:func:`stanflow.models.load`).
+    threads : int, optional
+        Threads per call (:func:`stanflow.models.log_density_rows`).
+
+    Notes
+    -----
+    The density is the program's ``target`` with every constant
+    (``propto=False``) and the log Jacobian of its constraints, as a density
+    of the unconstrained parameters ``z``: ``d = model.param_unc_num()``.
+    Points the program rejects get ``-inf``.
+    """
+
+    def __init__(self, model: bridgestan.StanModel, *, threads: int | None = None):
+        if not isinstance(model, bridgestan.StanModel):
+            raise TypeError(
+                f"model must be a bridgestan.StanModel, got {type(model).__name__}"
+            )
+        self.model = model
+        self.threads = threads
+
+    @property
+    def dim(self) -> int:
+        """Number of unconstrained parameters ``d``."""
+        return self.model.param_unc_num()
+
+    def __call__(self, z: np.ndarray) -> np.ndarray:
+        return log_density_rows(
+            self.model, z, propto=False, jacobian=True, threads=self.threads,
+            reject_as_neg_inf=True,
+        )
+
+    def __repr__(self) -> str:
+        return f"StanLogDensity({self.model.name()}, d={self.dim})"
+
+
+def stan_log_density(
+    source: PathLike,
+    data: Mapping[str, Any] | str | None = None,
+    *,
+    slots: Mapping[str, PathLike] | None = None,
+    include_paths: Iterable[PathLike] = (),
+    threads: int | None = None,
+) -> StanLogDensity:
+    """Compile (cached), load and wrap a Stan program as a q-path density.
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        The Stan program (or template), e.g. ``stan/qpaths/logistic_regression.stan``.
+    data : mapping or str, optional
+        Its data (see :func:`stanflow.models.load`).
+    slots, include_paths
+        Passed to :func:`stanflow.models.load`.
+    threads : int, optional
+        Threads per evaluation of many particles.
+
+    Returns
+    -------
+    StanLogDensity
+    """
+    model = load(source, data, slots=slots, include_paths=include_paths)
+    return StanLogDensity(model, threads=threads)
