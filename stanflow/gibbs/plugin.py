@@ -28,13 +28,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import arviz as az
 import numpy as np
 import xarray as xr
 
+from stanflow.gibbs.loss_terms import (
+    LossTerms,
+    check_stan_loss,
+    is_stan_file,
+    python_terms,
+    stan_location_risk,
+    stan_terms,
+)
 from stanflow.gibbs.losses import Loss, get_loss, loss_function
 
 BANDWIDTH_RULE = "silverman: 0.9 * min(sd, IQR / 1.34) * n**(-1/5) of the residuals"
@@ -167,20 +176,34 @@ def sensitivity(
     -------
     ndarray, shape (..., K, K)
     """
-    loss = get_loss(loss)
-    if loss.jump is None:
-        raise ValueError(
-            f"loss: the plug-in needs the risk's curvature, and loss {loss.name!r} "
-            "has kinks away from y = f that it cannot estimate"
-        )
-    y, f = np.asarray(y, float), np.asarray(f, float)
-    weight = loss.curvature(y, f, *params)
-    if loss.jump:
+    return sensitivity_from_terms(python_terms(y, f, loss, params), X, bandwidth)
+
+
+def sensitivity_from_terms(
+    terms: LossTerms, X: np.ndarray, bandwidth: float | np.ndarray
+) -> np.ndarray:
+    """``H_hat = (1/n) sum_i [c_i + j_i K_h(y_i - f_i)] x_i x_i'`` from per-observation terms.
+
+    Parameters
+    ----------
+    terms : LossTerms
+        Curvatures ``c_i`` and jumps ``j_i`` at the data, shape (..., n), and
+        the residuals they were taken at (``terms.residual``).
+    X : array_like, shape (..., n, K)
+    bandwidth : float or array_like, shape (...)
+
+    Returns
+    -------
+    ndarray, shape (..., K, K)
+    """
+    weight = terms.curvature
+    if np.any(terms.jump != 0):
         h = np.asarray(bandwidth, float)[..., None]
-        z = (y - f) / h
-        weight = weight + loss.jump * np.exp(-0.5 * z**2) / (h * math.sqrt(2 * math.pi))
+        z = terms.residual / h
+        kernel = np.exp(-0.5 * z**2) / (h * math.sqrt(2 * math.pi))
+        weight = weight + terms.jump * kernel
     X = np.asarray(X, float)
-    return np.einsum("...i,...ij,...ik->...jk", weight, X, X) / y.shape[-1]
+    return np.einsum("...i,...ij,...ik->...jk", weight, X, X) / weight.shape[-1]
 
 
 def variability(
@@ -203,11 +226,24 @@ def variability(
     -------
     ndarray, shape (..., K, K)
     """
-    loss = get_loss(loss)
-    y, f = np.asarray(y, float), np.asarray(f, float)
-    g = loss.gradient(y, f, *params)[..., None] * np.asarray(X, float)
+    return variability_from_terms(python_terms(y, f, loss, params), X)
+
+
+def variability_from_terms(terms: LossTerms, X: np.ndarray) -> np.ndarray:
+    """``J_hat``, the covariance of ``g_i x_i``, from per-observation gradients ``g_i``.
+
+    Parameters
+    ----------
+    terms : LossTerms
+    X : array_like, shape (..., n, K)
+
+    Returns
+    -------
+    ndarray, shape (..., K, K)
+    """
+    g = terms.gradient[..., None] * np.asarray(X, float)
     g = g - np.mean(g, axis=-2, keepdims=True)
-    return np.einsum("...ij,...ik->...jk", g, g) / y.shape[-1]
+    return np.einsum("...ij,...ik->...jk", g, g) / g.shape[-2]
 
 
 def check_sensitivity_and_variability(
@@ -262,8 +298,8 @@ def omega_from_matrices(H: np.ndarray, J: np.ndarray) -> np.ndarray:
 def calibrate(
     y: np.ndarray,
     *,
-    loss: str | Loss = "absolute",
-    loss_params: Mapping[str, Any] | None = None,
+    loss: str | os.PathLike | Loss = "absolute",
+    loss_params: Mapping[str, Any] | Sequence[float] | None = None,
     X: np.ndarray | None = None,
     estimate: np.ndarray | None = None,
     bounds: tuple[float, float] | None = None,
@@ -275,11 +311,15 @@ def calibrate(
     ----------
     y : array_like, shape (n,) or (R, n)
         One data set, or ``R`` data sets (replicates) of ``n`` observations.
-    loss : str or Loss, default "absolute"
-        A shipped loss (see :data:`stanflow.gibbs.losses.LOSSES`) or a
-        :class:`~stanflow.gibbs.losses.Loss`.
-    loss_params : mapping of str to float, optional
-        The loss's parameters, e.g. ``{"tau": 0.25}``.
+    loss : str, os.PathLike or Loss, default "absolute"
+        A shipped loss (see :data:`stanflow.gibbs.losses.LOSSES`), a
+        :class:`~stanflow.gibbs.losses.Loss`, or the path of a
+        ``.stanfunctions`` file defining ``real loss(real y, real f, vector
+        loss_params)``: its derivatives are then Stan's, in process
+        (:mod:`stanflow.gibbs.loss_terms`), with no Python beside the file.
+    loss_params : mapping of str to float, or sequence of float, optional
+        The loss's parameters, e.g. ``{"tau": 0.25}``; for a file, its
+        parameter vector in order.
     X : array_like, shape (n, K), optional
         Predictors of a linear predictor ``f = X beta``; without it the
         parameter is a location ``theta`` (``X`` a column of ones).
@@ -301,8 +341,16 @@ def calibrate(
         ``bandwidth``, with a leading ``replicate`` dim for 2-D ``y``; the
         attributes name the method, loss, formula and bandwidth rule.
     """
-    loss = get_loss(loss)
-    params = loss.bind(loss_params)
+    stan_file = is_stan_file(loss)
+    if stan_file:
+        loss_file, stan_params = check_stan_loss(loss, loss_params)
+        name, params = os.fspath(loss_file), tuple(stan_params)
+        params_record = json.dumps(list(params))
+    else:
+        loss = get_loss(loss)
+        params = loss.bind(loss_params)
+        name = loss.name
+        params_record = json.dumps(dict(zip([p.name for p in loss.params], params)))
     y = np.asarray(y, dtype=float)
     if y.ndim not in (1, 2) or y.shape[-1] < 2:
         raise ValueError(
@@ -314,9 +362,12 @@ def calibrate(
         X, names = np.ones((y.shape[-1], 1)), ["theta"]
         if estimate is None:
             lower, upper = _search_bounds(y, bounds)
-            estimate = location_estimate(
-                y, loss_function(loss, loss_params), lower, upper
-            )[..., None]
+            risk = (
+                stan_location_risk(loss_file, stan_params, y)
+                if stan_file
+                else loss_function(loss, loss_params)
+            )
+            estimate = location_estimate(y, risk, lower, upper)[..., None]
     else:
         X = _check_design(X, y.shape[-1])
         if estimate is None:
@@ -343,8 +394,13 @@ def calibrate(
         h = np.full(y.shape[:-1], float(bandwidth))
     else:
         raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
-    H = sensitivity(y, f, X, loss, params, h)
-    J = variability(y, f, X, loss, params)
+    terms = (
+        stan_terms(loss_file, stan_params, y, f)
+        if stan_file
+        else python_terms(y, f, loss, params)
+    )
+    H = sensitivity_from_terms(terms, X, h)
+    J = variability_from_terms(terms, X)
     lead = ("replicate",) * (y.ndim - 1)
     group = xr.Dataset(
         {
@@ -358,8 +414,9 @@ def calibrate(
         attrs={
             "method": "plugin",
             "formula": "tr(H J^-1 H) / tr(H)",
-            "loss": loss.name,
-            "loss_params": json.dumps(dict(zip([p.name for p in loss.params], params))),
+            "loss": name,
+            "loss_params": params_record,
+            "derivatives": "stan (in process)" if stan_file else "numpy",
             "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given",
         },
     )
