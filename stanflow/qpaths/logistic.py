@@ -106,6 +106,11 @@ class LogisticTarget:
         """Unnormalised posterior: log prior + log-likelihood, shape (N,)."""
         return self.log_pi0(z) + self.log_likelihood(z)
 
+    def stan_data(self) -> dict[str, object]:
+        """Data of ``stan/qpaths/logistic_regression.stan``, the same target in Stan."""
+        n, d = self.X.shape
+        return {"n": n, "d": d, "X": self.X, "y": self.y, "prior_sd": self.prior_sd}
+
     def importance_log_z(
         self, rng: np.random.Generator, n: int = 200_000, df: float = 5.0
     ) -> tuple[float, float]:
