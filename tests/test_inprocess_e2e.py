@@ -255,3 +255,17 @@ def test_a_compile_error_names_the_template_line(cmdstan, tmp_path):
     program.write_text("parameters {\n  real x;\n}\nmodel {\n  x ~ normal(0, 1)\n}\n")
     with pytest.raises(models.CompileError, match="broken.stan, line"):
         models.compile_library(program)
+
+
+def test_libraries_use_stanflows_installation_whatever_cmdstan_is_active(
+    cmdstan, tmp_path, monkeypatch
+):
+    """A user's CmdStan has no bridge sources: libraries never ask for it, so even
+    an invalid $CMDSTAN (which cmdstanpy work would reject) does not matter."""
+    monkeypatch.setenv("CMDSTAN", str(tmp_path / "not-a-cmdstan"))
+    program = tmp_path / "once.stan"
+    program.write_text("parameters {\n  real x;\n}\nmodel {\n  x ~ normal(0, 1);\n}\n")
+    model = models.load(program)
+    assert model.log_density(np.array([0.0]), propto=False) == pytest.approx(
+        -0.5 * np.log(2 * np.pi), rel=1e-14
+    )
