@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import ctypes
 import json
+import shutil
+import subprocess
+import sys
+import textwrap
 import threading
+import uuid
+from pathlib import Path
 
 import bridgestan
 import numpy as np
@@ -269,3 +275,48 @@ def test_libraries_use_stanflows_installation_whatever_cmdstan_is_active(
     assert model.log_density(np.array([0.0]), propto=False) == pytest.approx(
         -0.5 * np.log(2 * np.pi), rel=1e-14
     )
+
+
+def test_two_processes_build_a_new_library_once(cmdstan, tmp_path):
+    program = tmp_path / "fresh.stan"
+    program.write_text(
+        f"// {uuid.uuid4()}\nparameters {{\n  real x;\n}}\nmodel {{\n  x ~ normal(0, 1);\n}}\n"
+    )
+    counter = tmp_path / "builds.txt"
+    script = textwrap.dedent(
+        """
+        import subprocess, sys
+        from stanflow.models import compile_library, libraries
+
+        real = subprocess.run
+
+        def counting(command, *args, **kwargs):
+            if command[0] == "make":
+                with open(sys.argv[2], "a") as f:
+                    f.write("build\\n")
+            return real(command, *args, **kwargs)
+
+        libraries.subprocess.run = counting
+        print(compile_library(sys.argv[1]))
+        """
+    )
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script, str(program), str(counter)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    for proc, (_, stderr) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, stderr
+    paths = {stdout.strip().splitlines()[-1] for stdout, _ in outputs}
+    assert len(paths) == 1
+    library = Path(paths.pop())
+    try:
+        assert counter.read_text() == "build\n"
+        assert library.is_file() and library.name == "fresh_model.so"
+        assert not list(models.cache_dir().glob(f".tmp-{library.parent.name}-*"))
+        assert sorted(p.name for p in library.parent.iterdir()) == [
+            "fresh.stan", "fresh_model.so", "stanflow.json"
+        ]
+    finally:
+        shutil.rmtree(library.parent, ignore_errors=True)

@@ -163,7 +163,7 @@ def test_concurrent_compiles_of_one_model_compile_once(cmdstan, tmp_path):
         assert not list(models.cache_dir().glob(f".tmp-{key}-*"))
     finally:
         shutil.rmtree(models.cache_dir() / key, ignore_errors=True)
-        (models.cache_dir() / f"{key}.lock").unlink(missing_ok=True)
+        (models.cache_dir() / ".locks" / f"{key}.lock").unlink(missing_ok=True)
 
 
 def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
@@ -174,7 +174,7 @@ def test_shipped_stan_files_are_formatted_as_stanc_prints(cmdstan, tmp_path):
         for slot, example in examples.items():
             shutil.copy(models.STAN_DIR / example, tmp_path / "slots" / family / slot)
     stan_files = models.STAN_DIR.rglob("*")
-    shipped = [p for p in stan_files if p.suffix in models.STAN_SUFFIXES]
+    shipped = [p for p in stan_files if p.suffix in models.templates.STAN_SUFFIXES]
     files = [*sorted(shipped), REPO_DIR / "tests" / "stan" / "idata_probe.stan"]
     assert files
     for path in files:
