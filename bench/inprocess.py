@@ -36,20 +36,20 @@ import time
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from _common import REPO, machine_info, print_table, write_results  # noqa: E402
-from threadpoolctl import threadpool_limits  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from _common import REPO, machine_info, print_table, write_results
+from threadpoolctl import threadpool_limits
 
-from stanflow.models import (  # noqa: E402
+from stanflow.models import (
     compile_model,
     load,
     log_density_gradient_rows,
     program_path,
 )
-from stanflow.qpaths.logistic import LogisticTarget, load_uci  # noqa: E402
-from stanflow.qpaths.smc import smc  # noqa: E402
-from stanflow.qpaths.stan_density import StanLogDensity  # noqa: E402
+from stanflow.qpaths.logistic import LogisticTarget, load_uci
+from stanflow.qpaths.smc import smc
+from stanflow.qpaths.stan_density import StanLogDensity
 
 LOG_Z = -391.494
 SCHEDULE = np.linspace(0, 1, 10)
