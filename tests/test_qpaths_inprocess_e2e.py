@@ -44,8 +44,8 @@ def test_the_stan_target_equals_the_numpy_target(pima, pima_stan):
 
 @needs_data
 def test_smc_log_z_is_the_same_with_either_target(pima, pima_stan):
-    common = dict(q=1.0, n_particles=400, schedule=np.linspace(0, 1, 30) ** 4,
-                  n_runs=2, seed=5)
+    common = {"q": 1.0, "n_particles": 400, "schedule": np.linspace(0, 1, 30) ** 4,
+              "n_runs": 2, "seed": 5}
     numpy_run = smc(pima.log_pi0, pima.sample_pi0, pima.log_pi1, **common)
     stan_run = smc(pima.log_pi0, pima.sample_pi0, pima_stan, **common)
     assert stan_run.smc.attrs["log_z"] == pytest.approx(numpy_run.smc.attrs["log_z"], abs=1e-8)
