@@ -6,6 +6,8 @@ continuous utilities", NeurIPS. ADVI maximises ``ELBO(lambda) + U(lambda, h)``,
 of the decisions ``h``.
 
 - :mod:`~stanflow.lcvi.losses`: losses, their Bayes decisions, utilities and M90;
+- :mod:`~stanflow.lcvi.numeric_decisions`: Bayes decisions of a loss given only
+  as a Stan file, by numerical optimisation in process (:func:`stan_loss`);
 - :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
 - :mod:`~stanflow.lcvi.problem`: models in LCVI templates (eight schools, normal mean);
 - :mod:`~stanflow.lcvi.mf`: probabilistic matrix factorisation of Last.fm counts;
@@ -25,6 +27,7 @@ from stanflow.lcvi.loop import (
     settled,
 )
 from stanflow.lcvi.losses import LOSSES, Loss, get_loss, utility, utility_scale
+from stanflow.lcvi.numeric_decisions import stan_loss
 from stanflow.lcvi.problem import Problem, eight_schools, normal_mean
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
@@ -52,6 +55,7 @@ __all__ = [
     "run_lcvi",
     "settled",
     "stan_data",
+    "stan_loss",
     "theta_draws",
     "utility",
     "utility_at_locations",

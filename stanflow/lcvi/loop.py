@@ -47,7 +47,8 @@ import xarray as xr
 
 from stanflow.advi import AdviState, run_advi
 from stanflow.idata import to_inference_data
-from stanflow.lcvi.losses import Loss, get_loss, utility_scale
+from stanflow.lcvi.losses import Loss, utility_scale
+from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
@@ -199,14 +200,15 @@ def bayes_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
     return loss.mixture_decision(problem.location(z), problem.sd)
 
 
-def lcvi(problem: Problem, loss: str | Loss, **options: Any) -> az.InferenceData:
+def lcvi(problem: Problem, loss: str | Path | Loss, **options: Any) -> az.InferenceData:
     """Run plain VI and LCVI on a problem; the result as InferenceData.
 
     Parameters
     ----------
     problem : Problem
         A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
-    loss : str or Loss
+    loss : str, path or Loss
+        As for :func:`run_lcvi`.
     **options
         The keyword arguments of :func:`run_lcvi`, loss parameters
         (``q=0.2``) included.
@@ -228,7 +230,7 @@ def lcvi(problem: Problem, loss: str | Loss, **options: Any) -> az.InferenceData
 
 def run_lcvi(
     problem: Problem,
-    loss: str | Loss,
+    loss: str | Path | Loss,
     *,
     kind: str = "linear",
     scale: float | None = None,
@@ -255,8 +257,13 @@ def run_lcvi(
     ----------
     problem : Problem
         A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
-    loss : str or Loss
-        With ``loss_params`` (e.g. ``q=0.2``) when a name.
+    loss : str, path or Loss
+        A shipped loss's name with ``loss_params`` (e.g. ``q=0.2``); a
+        :class:`~stanflow.lcvi.losses.Loss`; or a Stan file of your own
+        (a path, or a string ending in ``.stanfunctions``) with no Python
+        rule: its decisions are then numerical
+        (:func:`stanflow.lcvi.numeric_decisions.stan_loss`) and its
+        ``loss_params`` the keyword values in the order given.
     kind : {"linear", "exp"}, default "linear"
         Utility ``M - l`` or ``exp(-gamma l)``.
     scale : float, optional
@@ -310,7 +317,7 @@ def run_lcvi(
     -------
     Loop
     """
-    loss = get_loss(loss, **loss_params)
+    loss = resolve_loss(loss, **loss_params)
     args = _advi_args(algorithm, advi_args)
     n_iter = args["iter"]
     branch = n_iter // 2 if branch_iter is None else branch_iter
