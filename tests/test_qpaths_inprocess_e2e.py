@@ -2,7 +2,8 @@
 
 The Pima logistic target in Stan (stan/qpaths/logistic_regression.stan) equals
 the NumPy target, and SMC gives the same log Z with either; a target written
-as a new Stan file, with a constrained parameter, gives its known log Z.
+as a new Stan file, with a constrained parameter, gives its known log Z by SMC
+and by AIS.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 
 from stanflow.models import program_path
 from stanflow.qpaths.logistic import load_uci
-from stanflow.qpaths.smc import smc
+from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 
 pytestmark = pytest.mark.e2e
@@ -68,7 +69,11 @@ def test_a_new_target_is_one_stan_file(cmdstan, tmp_path):
     def sample_pi0(rng, n):
         return rng.standard_normal((n, 3))
 
-    run = smc(log_pi0, sample_pi0, target, q=0.5, n_particles=1000, n_moves=3,
-              n_runs=4, seed=2)
-    error = run.smc.attrs["log_z"] - math.log(7)
-    assert abs(error) < 4 * run.smc.attrs["log_z_se"] + 0.02
+    for run in (
+        smc(log_pi0, sample_pi0, target, q=0.5, n_particles=1000, n_moves=3,
+            n_runs=4, seed=2),
+        ais(log_pi0, sample_pi0, target, np.linspace(0, 1, 60) ** 2, q=0.5,
+            n_particles=1000, n_moves=2, n_runs=4, seed=3),
+    ):
+        error = run.smc.attrs["log_z"] - math.log(7)
+        assert abs(error) < 4 * run.smc.attrs["log_z_se"] + 0.02, run.smc.attrs
