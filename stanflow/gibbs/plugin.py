@@ -45,9 +45,9 @@ from stanflow.gibbs.loss_terms import (
     stan_terms,
 )
 from stanflow.gibbs.losses import Loss, get_loss, loss_function
+from stanflow.golden import golden_section, sections_for
 
 BANDWIDTH_RULE = "silverman: 0.9 * min(sd, IQR / 1.34) * n**(-1/5) of the residuals"
-_INVPHI = (math.sqrt(5) - 1) / 2
 
 
 def silverman_bandwidth(u: np.ndarray) -> np.ndarray:
@@ -136,17 +136,7 @@ def location_estimate(
     def risk(theta: np.ndarray) -> np.ndarray:
         return np.sum(loss(y, theta[..., None]), axis=-1)
 
-    c, d = b - _INVPHI * (b - a), a + _INVPHI * (b - a)
-    fc, fd = risk(c), risk(d)
-    for _ in range(math.ceil(math.log(rtol) / math.log(_INVPHI))):
-        left = fc <= fd  # the minimum lies in [a, d]
-        a, b = np.where(left, a, c), np.where(left, d, b)
-        c, d = (
-            np.where(left, b - _INVPHI * (b - a), d),
-            np.where(left, c, a + _INVPHI * (b - a)),
-        )
-        probe = risk(np.where(left, c, d))
-        fc, fd = np.where(left, probe, fd), np.where(left, fc, probe)
+    a, b = golden_section(risk, a, b, sections_for(rtol))
     return (a + b) / 2
 
 

@@ -69,6 +69,7 @@ import bridgestan
 import numpy as np
 from scipy.special import ndtri
 
+from stanflow.golden import RATIO, golden_section, sections_for
 from stanflow.lcvi.losses import Loss, get_loss
 from stanflow.models import compile_library, load, program_path
 
@@ -89,8 +90,6 @@ NOISE_NODES = 32
 CHUNK_ELEMENTS = 2**18
 """Samples (2 MB of doubles, about 6 MB of JSON) per loaded model at most:
 more decisions are split over several models, each holding whole columns."""
-
-_RATIO = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 def loss_library(loss_file: str | os.PathLike) -> Path:
@@ -314,7 +313,7 @@ def noise_nodes(T: int, K: int) -> np.ndarray:
             or value < 1
         ):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    u = np.modf(0.5 + np.arange(T) * _RATIO)[0]
+    u = np.modf(0.5 + np.arange(T) * RATIO)[0]
     return ndtri((np.arange(K)[None, :] + u[:, None]) / K)
 
 
@@ -433,58 +432,13 @@ def _decisions(
     low, high = samples.min(axis=0), samples.max(axis=0)
     _check_minimum_inside(expected, low, high, path)
     low, high = golden_section(
-        expected.values, low, high, _sections(max(xtol, GOLDEN_XTOL))
+        expected.values, low, high, sections_for(max(xtol, GOLDEN_XTOL))
     )
     if xtol < GOLDEN_XTOL:
         low, high = bisect_slopes(
             expected.slopes, low, high, math.ceil(math.log2(GOLDEN_XTOL / xtol))
         )
     return (low + high) / 2
-
-
-def golden_section(
-    objective: Callable[[np.ndarray], np.ndarray],
-    low: np.ndarray,
-    high: np.ndarray,
-    sections: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Golden-section search for minima, elementwise, ``sections`` steps.
-
-    Parameters
-    ----------
-    objective : callable
-        ``h (N,) -> (N,)``: element ``n`` depends on ``h[n]`` only, unimodal
-        on ``[low[n], high[n]]``.
-    low, high : ndarray, shape (N,)
-        The brackets, ``low <= high``.
-    sections : int
-        Steps; each shrinks every bracket by ``(sqrt(5) - 1) / 2`` for one
-        call of ``objective``.
-
-    Returns
-    -------
-    low, high : ndarray
-        The final brackets, each holding a minimiser.
-    """
-    left, right = high - _RATIO * (high - low), low + _RATIO * (high - low)
-    f_left, f_right = objective(left), objective(right)
-    for _ in range(sections):
-        keep_left = f_left <= f_right  # a minimiser lies in [low, right]
-        high = np.where(keep_left, right, high)
-        low = np.where(keep_left, low, left)
-        new = np.where(
-            keep_left, high - _RATIO * (high - low), low + _RATIO * (high - low)
-        )
-        f_new = objective(new)
-        # kept left: the old left point is the new right one, else the old
-        # right point is the new left one
-        left, right, f_left, f_right = (
-            np.where(keep_left, new, right),
-            np.where(keep_left, left, new),
-            np.where(keep_left, f_new, f_right),
-            np.where(keep_left, f_left, f_new),
-        )
-    return low, high
 
 
 def bisect_slopes(
@@ -520,12 +474,6 @@ def bisect_slopes(
         high = np.where(active & (s >= 0), middle, high)
         active &= s != 0
     return low, high
-
-
-def _sections(xtol: float) -> int:
-    """Golden sections that shrink a bracket to ``xtol`` of its width."""
-    # two interior points are set up before the first step, which shrinks by _RATIO
-    return max(0, math.ceil(math.log(xtol) / math.log(_RATIO)))
 
 
 def _check_minimum_inside(

@@ -24,6 +24,7 @@ import math
 import numpy as np
 from scipy.special import logsumexp, ndtri
 
+from stanflow.golden import golden_section, sections_for
 from stanflow.lcvi.losses import CHUNK_ELEMENTS, Loss, check_utility, get_loss
 
 GRID_POINTS = 33
@@ -288,31 +289,13 @@ def utility_decisions(
     cells = np.arange(y.shape[2])
     low = grid[np.maximum(best - 1, 0), cells]
     high = grid[np.minimum(best + 1, GRID_POINTS - 1), cells]
-    ratio = (math.sqrt(5) - 1) / 2
-    left, right = high - ratio * (high - low), low + ratio * (high - low)
-    f_left, f_right = value(left), value(right)
     # a fixed number of sections: a width below the spacing of floating-point
     # numbers at the size of y would never be reached
     start = float(np.max(high - low))
-    sections = (
-        math.ceil(math.log(width / start) / math.log(ratio)) if width < start else 0
+    sections = sections_for(width / start) if width < start else 0
+    low, high = golden_section(
+        lambda h: -value(h), low, high, min(sections, MAX_SECTIONS)
     )
-    for _ in range(min(sections, MAX_SECTIONS)):
-        keep_left = f_left >= f_right  # the maximiser is in [low, right]
-        high = np.where(keep_left, right, high)
-        low = np.where(keep_left, low, left)
-        new = np.where(
-            keep_left, high - ratio * (high - low), low + ratio * (high - low)
-        )
-        f_new = value(new)
-        # kept left: the old left point is the new right one; else the old
-        # right point is the new left one
-        left, right, f_left, f_right = (
-            np.where(keep_left, new, right),
-            np.where(keep_left, left, new),
-            np.where(keep_left, f_new, f_right),
-            np.where(keep_left, f_left, f_new),
-        )
     pooled = loss.bayes_decision(y.reshape(-1, y.shape[2]))
     return np.where(np.isneginf(values.max(axis=0)), pooled, (low + high) / 2)
 
