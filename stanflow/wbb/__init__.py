@@ -8,6 +8,9 @@
 - :mod:`~stanflow.wbb.stan_optimize`: smooth losses and penalties through
   CmdStan ``optimize`` on ``stan/wbb/weighted_glm.stan``, one run per draw
   through :mod:`stanflow.runs` (imported on demand: it needs the toolchain);
+- :mod:`~stanflow.wbb.inprocess`: the same smooth problems optimised in
+  process (scipy L-BFGS-B on Stan's gradients through ``bridgestan``), no
+  process per draw;
 - :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier trained by
   full-batch L-BFGS with per-example loss weights;
 - :mod:`~stanflow.wbb.bootstrap`: the driver, results as InferenceData with
@@ -16,25 +19,47 @@
 See ``docs/wbb.md``.
 """
 
+import importlib
+
 from stanflow.wbb.bootstrap import Draws, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter
 from stanflow.wbb.lasso import LassoResult, kkt_violation, lambda_max, lasso, lasso_path
 from stanflow.wbb.ridge import RidgeResult, ridge
 from stanflow.wbb.trend_filtering import TrendFilterResult, trend_filter
 from stanflow.wbb.weights import draw_weights, weights
 
+# Imported on first use: these need cmdstanpy or bridgestan and the toolchain,
+# which the other solvers do not.
+_ON_DEMAND = {
+    "wbb_glm": "stanflow.wbb.stan_optimize",
+    "wbb_glm_inprocess": "stanflow.wbb.inprocess",
+    "WeightedGlm": "stanflow.wbb.inprocess",
+    "lbfgs_draws": "stanflow.wbb.inprocess",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _ON_DEMAND:
+        return getattr(importlib.import_module(_ON_DEMAND[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "Draws",
     "LassoResult",
     "RidgeResult",
     "TrendFilterResult",
+    "WeightedGlm",
     "draw_weights",
     "kkt_violation",
     "lambda_max",
     "lasso",
     "lasso_path",
+    "lbfgs_draws",
     "ridge",
     "trend_filter",
     "wbb",
+    "wbb_glm",
+    "wbb_glm_inprocess",
     "wbb_lasso",
     "wbb_ridge",
     "wbb_trend_filter",

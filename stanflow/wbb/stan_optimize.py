@@ -35,7 +35,7 @@ import arviz as az
 import cmdstanpy
 import numpy as np
 
-from stanflow.models import compile_model, program_path
+from stanflow.models import STAN_DIR, compile_model, program_path
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
 from stanflow.wbb._checks import check_lam, check_weights, check_X_y
 from stanflow.wbb.bootstrap import Draws, wbb
@@ -64,8 +64,8 @@ def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cm
         program_path(TEMPLATE),
         name="wbb_glm",
         slots={
-            "loss.stanfunctions": _slot(loss, "losses"),
-            "penalty.stanfunctions": _slot(penalty, "wbb/penalties"),
+            "loss.stanfunctions": slot_path(loss, "losses", "loss"),
+            "penalty.stanfunctions": slot_path(penalty, "wbb/penalties", "penalty"),
         },
         cpp_options={"STAN_THREADS": False},
     )
@@ -184,13 +184,27 @@ def _collect(results: list[RunResult], p: int, fit_intercept: bool) -> Draws:
     return Draws(params, converged, {"objective": objective, "exit_code": exit_code})
 
 
-def _slot(value: str | Path, folder: str) -> Path:
+def slot_path(value: str | Path, folder: str, argument: str = "slot") -> Path:
+    """The file of a slot: a name in ``stan/<folder>`` or the path of your own file.
+
+    A :class:`~pathlib.Path`, a string with a ``/`` or one ending in
+    ``.stanfunctions`` is a path (it must exist); any other string is the name
+    of a shipped file, ``stan/<folder>/<value>.stanfunctions``. Errors name
+    ``argument`` (``loss``, ``penalty``).
+    """
     if isinstance(value, Path) or "/" in str(value) or str(value).endswith(".stanfunctions"):
         path = Path(value)
         if not path.is_file():
-            raise ValueError(f"slot file {path} does not exist")
+            raise ValueError(f"{argument}: slot file {path} does not exist")
         return path
-    return program_path(f"{folder}/{value}.stanfunctions")
+    path = STAN_DIR / folder / f"{value}.stanfunctions"
+    if not path.is_file():
+        shipped = sorted(p.stem for p in (STAN_DIR / folder).glob("*.stanfunctions"))
+        raise ValueError(
+            f"{argument}: no {value!r} in stan/{folder} (shipped: {', '.join(shipped)}); "
+            f"give one of those names or the path of your own .stanfunctions file"
+        )
+    return path
 
 
 def wbb_glm(

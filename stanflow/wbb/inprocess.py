@@ -1,0 +1,600 @@
+"""Smooth weighted problems optimised in process, on Stan's gradients.
+
+Each WBB draw ``b`` solves the problem of :mod:`stanflow.wbb.stan_optimize`,
+
+    minimise_{alpha, beta}  sum_i w_bi loss(y_i, alpha + x_i' beta)  +  lam * wp_b * penalty(beta),
+
+from the same slot files (``real loss(real y, real f, vector loss_params)``:
+``stan/losses`` or a file of yours; ``real penalty(vector beta, vector
+penalty_params)``: ``stan/wbb/penalties`` or a file of yours), without a
+CmdStan process per draw. Two small programs are loaded once per problem,
+with data that never change between draws:
+
+- ``stan/wbb/weighted_loss.stan``: parameters the predictions ``f`` *and the
+  weights* ``w``, target ``-sum_i w_i loss(y_i, f_i)``. One gradient call gives
+  the weighted loss, the weighted derivatives ``w_i loss'(y_i, f_i)`` (in
+  ``f``) and every observation's loss (in ``w``), for whatever weights the
+  point carries; the gradient in ``(alpha, beta)`` is ``X' (w * loss')`` in
+  NumPy;
+- ``stan/wbb/penalty_only.stan``: parameters ``beta``, target
+  ``-penalty(beta)``: the penalty and its gradient.
+
+A new draw is therefore a new point, never a new or reloaded model, and many
+draws are one batch of points evaluated in C++ threads
+(:func:`stanflow.models.log_density_gradient_rows`).
+
+The optimiser is L-BFGS run on all draws of a batch in lockstep, in NumPy
+(two-loop recursion with 10 correction pairs, backtracking line search), so
+that each iteration is one batched Stan call for all draws still running. The
+draws do not interact: each has its own history, step and stopping test, so a
+draw's result does not depend on the others (up to rounding in the matrix
+products). Why not one ``scipy.optimize.minimize(method="L-BFGS-B")`` per draw:
+its Python and scipy overhead per draw is larger than Stan's gradients
+(``bench/wbb_inprocess.py`` measures both).
+
+Convergence per draw (``status`` 0) follows L-BFGS-B's two rules: the largest
+gradient component is at most ``gtol * max(1, |F(start)|)`` (relative: the
+objective is a weighted *sum* over observations, so its gradient grows with
+``n`` and the weights), or a full step (one the line search did not shorten)
+decreased the objective by at most ``ftol * max(|F|, 1)`` (no progress left
+beyond rounding). ``status`` 1 is the iteration limit, 2 a line search that
+found no acceptable step (or only one below rounding). The line search treats
+a point that the loss or penalty rejects (``reject``, a failed argument check)
+as an infinite objective and steps back from it, as CmdStan's optimiser does;
+a draw whose optimum lies beyond such a border creeps up to it with shortened
+steps and ends with status 2, never as converged (scipy's rule, without the
+full step, would call the tiny decreases there convergence).
+
+Scaling is that of :mod:`stanflow.wbb.stan_optimize`: ``loss="squared"`` is
+``(y - f)^2``, so with ``penalty="ridge"`` at ``lam`` it is
+:func:`stanflow.wbb.ridge.ridge` at ``lam / 2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import arviz as az
+import bridgestan
+import numpy as np
+from threadpoolctl import ThreadpoolController
+
+from stanflow.models import load, log_density_gradient_rows, program_path
+from stanflow.wbb._checks import (
+    check_lam,
+    check_max_iter,
+    check_positive,
+    check_weights,
+    check_X_y,
+)
+from stanflow.wbb.bootstrap import Draws, wbb
+from stanflow.wbb.stan_optimize import slot_path
+
+LOSS_PROGRAM = "wbb/weighted_loss"
+PENALTY_PROGRAM = "wbb/penalty_only"
+
+CONVERGED, ITERATION_LIMIT, NO_STEP = 0, 1, 2
+"""Per-draw ``status``, L-BFGS-B's codes: converged, iteration limit, no acceptable step."""
+_RUNNING = -2
+
+MEMORY = 10
+"""Correction pairs of L-BFGS (scipy's default ``maxcor``)."""
+ARMIJO = 1e-4
+"""Sufficient-decrease constant of the line search."""
+MAX_STEPS = 40
+"""Trial steps per line search before it gives up (status 2)."""
+NOISE = 1e-13
+"""Relative change of the objective treated as rounding by the line search."""
+
+_BLAS = ThreadpoolController()
+
+Batch = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+"""``evaluate(theta (k, d), rows (k,)) -> (values (k,), gradients (k, d))`` of draws ``rows``."""
+
+
+class WeightedGlm:
+    """The weighted penalised objective of one data set, loss and penalty.
+
+    The Stan models are loaded when the object is made; weights are given per
+    evaluation, so one object serves every WBB draw.
+
+    Parameters
+    ----------
+    X : ndarray, shape (n, p)
+    y : ndarray, shape (n,)
+    lam : float
+        Penalty level, ``>= 0``.
+    loss : str or path
+        A name in ``stan/losses`` (``squared``, ``logistic``, ``huber``, ...)
+        or the path of a file defining ``real loss(real y, real f, vector
+        loss_params)``.
+    penalty : str or path
+        A name in ``stan/wbb/penalties`` (``ridge``, ``pseudo_huber``) or the
+        path of a file defining ``real penalty(vector beta, vector
+        penalty_params)``.
+    fit_intercept : bool
+        Fit an unpenalised intercept ``alpha``; a parameter vector is then
+        ``(alpha, beta)``, else ``beta``.
+    loss_params, penalty_params : sequence of float
+        The slots' parameter vectors; finite.
+    threads : int, optional
+        Threads of the batched Stan calls (default: the cores this process may
+        use; see :func:`stanflow.models.log_density_gradient_rows`).
+
+    Attributes
+    ----------
+    X, y, lam, fit_intercept, threads
+        As given (``X``, ``y`` as float arrays).
+    loss_file, penalty_file : pathlib.Path
+        The slot files.
+    loss_params, penalty_params : ndarray
+    loss_model, penalty_model : bridgestan.StanModel
+        ``stan/wbb/weighted_loss.stan`` and ``stan/wbb/penalty_only.stan``
+        with the slots bound.
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        lam: float,
+        *,
+        loss: str | Path = "squared",
+        penalty: str | Path = "ridge",
+        fit_intercept: bool = False,
+        loss_params: Sequence[float] = (),
+        penalty_params: Sequence[float] = (),
+        threads: int | None = None,
+    ) -> None:
+        self.X, self.y = check_X_y(X, y)
+        self.lam = check_lam(lam)
+        self.fit_intercept = bool(fit_intercept)
+        if threads is not None:
+            check_max_iter(threads, "threads")
+        self.threads = threads
+        self.loss_file = slot_path(loss, "losses", "loss")
+        self.penalty_file = slot_path(penalty, "wbb/penalties", "penalty")
+        self.loss_params = _finite_params(loss_params, "loss_params")
+        self.penalty_params = _finite_params(penalty_params, "penalty_params")
+        self.loss_model: bridgestan.StanModel = load(
+            program_path(LOSS_PROGRAM),
+            {"N": self.y.size, "y": self.y, "n_loss_params": self.loss_params.size,
+             "loss_params": self.loss_params},
+            slots={"loss.stanfunctions": self.loss_file},
+            name="wbb_weighted_loss",
+        )
+        self.penalty_model: bridgestan.StanModel = load(
+            program_path(PENALTY_PROGRAM),
+            {"K": self.n_features, "n_penalty_params": self.penalty_params.size,
+             "penalty_params": self.penalty_params},
+            slots={"penalty.stanfunctions": self.penalty_file},
+            name="wbb_penalty",
+        )
+
+    @property
+    def n_features(self) -> int:
+        """``p``, the number of coefficients ``beta``."""
+        return self.X.shape[1]
+
+    @property
+    def n_params(self) -> int:
+        """Length of a parameter vector: ``p``, plus 1 with an intercept."""
+        return self.n_features + int(self.fit_intercept)
+
+    def pack(self, beta: np.ndarray, intercept: float = 0.0) -> np.ndarray:
+        """The parameter vector ``(alpha, beta)`` or ``beta``, shape (n_params,)."""
+        beta = np.asarray(beta, dtype=float)
+        return np.r_[float(intercept), beta] if self.fit_intercept else beta.copy()
+
+    def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``alpha`` (k,) and ``beta`` (k, p) of parameter vectors (k, n_params).
+
+        ``alpha`` is 0 without an intercept.
+        """
+        if self.fit_intercept:
+            return theta[:, 0], theta[:, 1:]
+        return np.zeros(theta.shape[0]), theta
+
+    def evaluate(
+        self, theta: np.ndarray, w: np.ndarray, wp: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Objectives and gradients of ``k`` draws, each at its own point.
+
+        Parameters
+        ----------
+        theta : ndarray, shape (k, n_params)
+        w : ndarray, shape (k, n)
+            Each draw's observation weights.
+        wp : ndarray, shape (k,)
+            Each draw's prior weight, multiplying ``lam * penalty(beta)``.
+
+        Returns
+        -------
+        values : ndarray, shape (k,)
+            ``+inf`` where the loss or penalty rejects the point (``reject``,
+            a failed argument check) or is not finite there.
+        gradients : ndarray, shape (k, n_params)
+            NaN where ``values`` is infinite.
+        """
+        alpha, beta = self.unpack(theta)
+        f = beta @ self.X.T + alpha[:, None]
+        values = np.full(theta.shape[0], np.inf)
+        grads = np.full(theta.shape, np.nan)
+        ok = np.isfinite(f).all(axis=1)
+        if not ok.any():
+            return values, grads
+        loss_lp, loss_grad = self._rows(self.loss_model, np.hstack([f[ok], w[ok]]))
+        weighted = -loss_grad[:, : self.y.size]  # w_i loss'(y_i, f_i)
+        grad_beta = weighted @ self.X
+        scale = self.lam * wp[ok]
+        penalty_lp, penalty_grad = self._rows(self.penalty_model, beta[ok])
+        penalised = scale > 0  # 0 * inf would be NaN for a rejected beta
+        values[ok] = -loss_lp - np.where(penalised, scale * penalty_lp, 0.0)
+        grad_beta -= np.where(penalised[:, None], scale[:, None] * penalty_grad, 0.0)
+        grads[ok] = np.column_stack([weighted.sum(axis=1), grad_beta]) if self.fit_intercept else grad_beta
+        bad = ~(np.isfinite(values) & np.isfinite(grads).all(axis=1))
+        values[bad], grads[bad] = np.inf, np.nan
+        return values, grads
+
+    def objective(self, theta: np.ndarray, w: np.ndarray, wp: float) -> tuple[float, np.ndarray]:
+        """Objective and gradient of one draw at ``theta`` (n_params,); see :meth:`evaluate`."""
+        values, grads = self.evaluate(np.asarray(theta, dtype=float)[None],
+                                      np.asarray(w, dtype=float)[None], np.array([float(wp)]))
+        return float(values[0]), grads[0]
+
+    def check_start(self, theta: np.ndarray) -> None:
+        """Evaluate the loss and the penalty at ``theta`` (unit weights); errors name the slot.
+
+        Raises
+        ------
+        ValueError
+            If the loss or the penalty raises or is not finite there (a
+            missing parameter, a point outside its domain).
+        """
+        alpha, beta = self.unpack(np.asarray(theta, dtype=float)[None])
+        f = beta @ self.X.T + alpha[:, None]
+        _check_slot(self.loss_model, np.hstack([f, np.ones_like(f)]), "loss", self.loss_file,
+                    "loss_params", self.loss_params, "f = alpha + X beta")
+        _check_slot(self.penalty_model, beta, "penalty", self.penalty_file,
+                    "penalty_params", self.penalty_params, "beta")
+
+    def _rows(self, model: bridgestan.StanModel, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return log_density_gradient_rows(model, points, propto=False, jacobian=False,
+                                         threads=self.threads, reject_as_neg_inf=True)
+
+
+@dataclass(frozen=True)
+class _Solutions:
+    theta: np.ndarray  # (B, d)
+    value: np.ndarray  # (B,)
+    grad_norm: np.ndarray  # (B,)
+    n_iter: np.ndarray  # (B,)
+    status: np.ndarray  # (B,)
+
+
+def lbfgs_draws(
+    problem: WeightedGlm,
+    weights: np.ndarray | None,
+    prior_weight: float | np.ndarray = 1.0,
+    *,
+    init: np.ndarray | None = None,
+    init_intercept: float = 0.0,
+    gtol: float = 1e-10,
+    ftol: float = 1e-16,
+    max_iter: int = 10_000,
+) -> Draws:
+    """Solve ``B`` weighted problems in process, by L-BFGS on all draws at once.
+
+    Parameters
+    ----------
+    problem : WeightedGlm
+    weights : ndarray, shape (n,) or (B, n), or None
+        Non-negative observation weights (None: one draw of unit weights).
+    prior_weight : float or ndarray, shape (B,)
+        Non-negative multiplier of the penalty per draw.
+    init : ndarray, shape (p,), optional
+        Starting ``beta`` of every draw (zeros if omitted).
+    init_intercept : float
+        Starting intercept (with ``problem.fit_intercept``).
+    gtol : float
+        Relative gradient tolerance: a draw has converged when its largest
+        gradient component is ``<= gtol * max(1, |F(start)|)``.
+    ftol : float
+        A draw has also converged when a full step (not shortened by the line
+        search) decreased its objective by at most ``ftol * max(|F|, 1)``
+        (scipy's ``ftol``, on full steps only).
+    max_iter : int
+        Iteration limit per draw.
+
+    Returns
+    -------
+    Draws
+        ``params``: ``beta`` (B, p) and, with an intercept, ``intercept`` (B,);
+        ``converged`` (``status`` 0); ``stats``: ``objective`` (the minimised
+        value), ``grad_norm`` (largest gradient component at the solution),
+        ``n_iter`` and ``status`` (0 converged, 1 iteration limit, 2 no
+        acceptable step).
+
+    Raises
+    ------
+    TypeError
+        If ``problem`` is not a :class:`WeightedGlm`.
+    ValueError
+        For bad weights, tolerances or ``init``, or when the loss or
+        penalty fails at the start (the message names the slot and its
+        parameters).
+    """
+    if not isinstance(problem, WeightedGlm):
+        raise TypeError(f"problem must be a WeightedGlm, got {type(problem).__name__}")
+    w, wp = check_weights(weights, prior_weight, problem.X.shape[0])
+    gtol, ftol = check_positive(gtol, "gtol"), check_positive(ftol, "ftol")
+    max_iter = check_max_iter(max_iter, "max_iter")
+    start = _start(problem, init, init_intercept)
+    problem.check_start(start)
+    x0 = np.tile(start, (w.shape[0], 1))
+    # One BLAS thread: the products are small, and OpenBLAS threads woken for
+    # them cost more than the work (measured: a 9-parameter scipy L-BFGS-B
+    # solve took 13-24 ms with two threads, 1 ms with one).
+    with _BLAS.limit(limits=1, user_api="blas"):
+        found = _lbfgs_batch(lambda theta, rows: problem.evaluate(theta, w[rows], wp[rows]),
+                             x0, gtol=gtol, ftol=ftol, max_iter=max_iter)
+    return _collect(problem, found)
+
+
+def _start(problem: WeightedGlm, init: np.ndarray | None, init_intercept: float) -> np.ndarray:
+    p = problem.n_features
+    beta = np.zeros(p) if init is None else np.asarray(init, dtype=float)
+    if beta.shape != (p,) or not np.all(np.isfinite(beta)):
+        raise ValueError(f"init must be finite with shape ({p},), got {beta.shape}")
+    if not np.isfinite(init_intercept):
+        raise ValueError(f"init_intercept must be finite, got {init_intercept!r}")
+    return problem.pack(beta, init_intercept)
+
+
+def _lbfgs_batch(
+    evaluate: Batch, x0: np.ndarray, *, gtol: float, ftol: float, max_iter: int
+) -> _Solutions:
+    """L-BFGS on ``B`` independent objectives at once, one batched evaluation per trial step."""
+    B, d = x0.shape
+    x = x0.copy()
+    f, g = evaluate(x, np.arange(B))
+    g_tol = gtol * np.maximum(1.0, np.abs(f))
+    status = np.where(np.isfinite(f), _RUNNING, NO_STEP)
+    status[np.isfinite(f) & (_max_abs(g) <= g_tol)] = CONVERGED
+    n_iter = np.zeros(B, dtype=int)
+    S, Y, rho = np.zeros((B, MEMORY, d)), np.zeros((B, MEMORY, d)), np.zeros((B, MEMORY))
+    for _ in range(max_iter):
+        active = np.flatnonzero(status == _RUNNING)
+        if active.size == 0:
+            break
+        p, dg = _descent_direction(g[active], S, Y, rho, active)
+        has_history = rho[active, -1] > 0
+        t0 = np.where(has_history, 1.0, np.minimum(1.0, 1.0 / np.linalg.norm(g[active], axis=1)))
+        t, f_new, g_new, ok = _line_search(evaluate, active, x[active], f[active], p, dg, t0)
+        step = t[:, None] * p
+        ok &= np.any(x[active] + step != x[active], axis=1)  # a step below rounding is none
+        status[active[~ok]] = NO_STEP
+        moved, step, full = active[ok], step[ok], (t == t0)[ok]
+        decrease = f[moved] - f_new[ok]
+        scale = np.maximum(np.maximum(np.abs(f[moved]), np.abs(f_new[ok])), 1.0)
+        _remember(S, Y, rho, moved, step, g_new[ok] - g[moved])
+        x[moved] += step
+        f[moved], g[moved] = f_new[ok], g_new[ok]
+        n_iter[moved] += 1
+        done = (_max_abs(g[moved]) <= g_tol[moved]) | (full & (decrease <= ftol * scale))
+        status[moved[done]] = CONVERGED
+    status[status == _RUNNING] = ITERATION_LIMIT
+    return _Solutions(x, f, _max_abs(g), n_iter, status)
+
+
+def _descent_direction(
+    g: np.ndarray, S: np.ndarray, Y: np.ndarray, rho: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """L-BFGS two-loop recursion for draws ``rows``; steepest descent where it fails.
+
+    The pairs are stored oldest first; empty slots have ``rho = 0`` and add
+    nothing. Returns the directions (k, d) and their slopes ``g'p`` (k,).
+    """
+    s, y, r = S[rows], Y[rows], rho[rows]
+    q = g.copy()
+    alpha = np.zeros(r.shape)
+    for i in reversed(range(MEMORY)):
+        alpha[:, i] = r[:, i] * np.einsum("kd,kd->k", s[:, i], q)
+        q -= alpha[:, i, None] * y[:, i]
+    yy = np.einsum("kd,kd->k", y[:, -1], y[:, -1])
+    gamma = np.where(r[:, -1] > 0, 1.0 / np.where(r[:, -1] > 0, r[:, -1] * yy, 1.0), 1.0)
+    q *= gamma[:, None]
+    for i in range(MEMORY):
+        b = r[:, i] * np.einsum("kd,kd->k", y[:, i], q)
+        q += s[:, i] * (alpha[:, i] - b)[:, None]
+    p = -q
+    dg = np.einsum("kd,kd->k", p, g)
+    uphill = ~(dg < 0)
+    if uphill.any():  # rounding in a nearly singular history: restart from the gradient
+        lost = rows[uphill]
+        S[lost], Y[lost], rho[lost] = 0.0, 0.0, 0.0
+        p[uphill] = -g[uphill]
+        dg[uphill] = -np.einsum("kd,kd->k", g[uphill], g[uphill])
+    return p, dg
+
+
+def _line_search(
+    evaluate: Batch, rows: np.ndarray, x: np.ndarray, f: np.ndarray, p: np.ndarray,
+    dg: np.ndarray, t0: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Backtracking from ``t0`` for every draw at once; each round evaluates the pending draws.
+
+    A step is accepted on sufficient decrease (Armijo), or, where the change
+    of the objective is within rounding, on the approximate Wolfe condition of
+    Hager and Zhang (2005) (the slope at the step is not steeply uphill): near
+    the optimum the decrease is below rounding and only slopes are
+    informative. A failed step is shortened by quadratic interpolation
+    (within [0.1, 0.5] of it). Returns the steps, the new values and
+    gradients, and which draws found a step.
+    """
+    k, d = x.shape
+    t = t0.copy()
+    f_new, g_new, ok = np.full(k, np.nan), np.full((k, d), np.nan), np.zeros(k, dtype=bool)
+    noise = NOISE * np.maximum(1.0, np.abs(f))
+    pending = np.arange(k)
+    for _ in range(MAX_STEPS):
+        tp = t[pending]
+        values, grads = evaluate(x[pending] + tp[:, None] * p[pending], rows[pending])
+        slope = np.einsum("kd,kd->k", grads, p[pending])
+        rise = values - f[pending]
+        armijo = rise <= ARMIJO * tp * dg[pending]
+        wolfe = (rise <= noise[pending]) & (slope <= (2 * ARMIJO - 1) * dg[pending])
+        good = np.isfinite(values) & (armijo | wolfe)
+        accepted = pending[good]
+        f_new[accepted], g_new[accepted], ok[accepted] = values[good], grads[good], True
+        pending, tp, rise = pending[~good], tp[~good], rise[~good]
+        if pending.size == 0:
+            break
+        curvature = 2 * (rise - dg[pending] * tp)
+        quadratic = np.where(np.isfinite(rise) & (curvature > 0),
+                             -dg[pending] * tp**2 / np.where(curvature > 0, curvature, 1.0), 0.1 * tp)
+        t[pending] = np.clip(quadratic, 0.1 * tp, 0.5 * tp)
+    return t, f_new, g_new, ok
+
+
+def _remember(S: np.ndarray, Y: np.ndarray, rho: np.ndarray, rows: np.ndarray,
+              s: np.ndarray, y: np.ndarray) -> None:
+    """Append the pairs ``(s, y)`` of draws ``rows`` (dropping their oldest) where ``s'y > 0``."""
+    sy = np.einsum("kd,kd->k", s, y)
+    keep = sy > np.finfo(float).eps * np.einsum("kd,kd->k", y, y)
+    rows, s, y, sy = rows[keep], s[keep], y[keep], sy[keep]
+    S[rows] = np.concatenate([S[rows, 1:], s[:, None]], axis=1)
+    Y[rows] = np.concatenate([Y[rows, 1:], y[:, None]], axis=1)
+    rho[rows] = np.concatenate([rho[rows, 1:], (1.0 / sy)[:, None]], axis=1)
+
+
+def _collect(problem: WeightedGlm, found: _Solutions) -> Draws:
+    theta = found.theta.copy()
+    converged = (found.status == CONVERGED) & np.isfinite(theta).all(axis=1)
+    params = {"beta": theta[:, int(problem.fit_intercept):]}
+    if problem.fit_intercept:
+        params["intercept"] = theta[:, 0]
+    stats = {"objective": found.value, "grad_norm": found.grad_norm,
+             "n_iter": found.n_iter, "status": found.status}
+    return Draws(params, converged, stats)
+
+
+def _max_abs(g: np.ndarray) -> np.ndarray:
+    return np.abs(g).max(axis=-1, initial=0.0)
+
+
+def wbb_glm_inprocess(
+    X: np.ndarray,
+    y: np.ndarray,
+    lam: float,
+    B: int,
+    *,
+    root_seed: int,
+    prior: str = "random",
+    loss: str | Path = "squared",
+    penalty: str | Path = "ridge",
+    fit_intercept: bool = False,
+    loss_params: Sequence[float] = (),
+    penalty_params: Sequence[float] = (),
+    feature_names: Sequence[str] | None = None,
+    warm_start: bool = True,
+    gtol: float = 1e-10,
+    ftol: float = 1e-16,
+    max_iter: int = 10_000,
+    threads: int | None = None,
+    batch_size: int | None = None,
+    on_failure: str = "warn",
+) -> az.InferenceData:
+    """WBB draws of a smooth penalised problem, optimised in process.
+
+    The in-process counterpart of :func:`stanflow.wbb.stan_optimize.wbb_glm`:
+    same problem, slot files, weights (same ``root_seed``: same draws) and
+    result layout; ``sample_stats`` holds ``converged``, ``objective``,
+    ``grad_norm``, ``n_iter`` and ``status`` (see :func:`lbfgs_draws`).
+
+    With ``warm_start`` (default) every draw starts from the unit-weight
+    optimum (solved once from 0; from 0 if that solve fails). The weighted
+    optima scatter around it, so the draws need fewer iterations, and every
+    draw has the same start, so its result does not depend on batching or
+    order. For the shipped losses and penalties the objective is convex and
+    its optimum unique, so the start changes nothing beyond the tolerance; for
+    a non-convex loss of your own, ``warm_start=False`` starts every draw from
+    0, as the run-layer path does.
+
+    Parameters
+    ----------
+    X, y, lam, loss, penalty, fit_intercept, loss_params, penalty_params, threads
+        As in :class:`WeightedGlm`.
+    B, root_seed, prior, batch_size, on_failure
+        As in :func:`stanflow.wbb.bootstrap.wbb`.
+    feature_names : sequence of str, optional
+        Coordinates of ``feature`` (0..p-1 if omitted).
+    warm_start : bool
+        Start the draws from the unit-weight optimum rather than from 0.
+    gtol, ftol, max_iter
+        As in :func:`lbfgs_draws`.
+
+    Each Stan call holds the points of a whole batch, ``(draws, 2 n)``
+    doubles: for large ``n`` bound it with ``batch_size``.
+
+    Returns
+    -------
+    arviz.InferenceData
+    """
+    problem = WeightedGlm(X, y, lam, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
+                          loss_params=loss_params, penalty_params=penalty_params, threads=threads)
+    names = _feature_names(feature_names, problem.n_features)
+    options = {"gtol": gtol, "ftol": ftol, "max_iter": max_iter}
+    beta0, alpha0 = np.zeros(problem.n_features), 0.0
+    if warm_start:
+        unit = lbfgs_draws(problem, None, 1.0, **options)
+        if unit.converged[0]:
+            beta0 = unit.params["beta"][0]
+            alpha0 = float(unit.params["intercept"][0]) if fit_intercept else 0.0
+
+    def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
+        return lbfgs_draws(problem, w, wp, init=beta0, init_intercept=alpha0, **options)
+
+    return wbb(
+        solve, problem.X.shape[0], B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure,
+        attrs={"solver": "inprocess_lbfgs", "lam": problem.lam, "loss": str(loss),
+               "penalty": str(penalty), "warm_start": int(warm_start), "gtol": gtol, "ftol": ftol},
+    )
+
+
+def _feature_names(names: Sequence[str] | None, p: int) -> list:
+    names = list(range(p)) if names is None else list(names)
+    if len(names) != p:
+        raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
+    return names
+
+
+def _finite_params(values: Sequence[float], name: str) -> np.ndarray:
+    try:
+        params = np.asarray(values, dtype=float).reshape(-1)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from None
+    if not np.all(np.isfinite(params)):
+        raise ValueError(f"{name} must be finite, got {params.tolist()}")
+    return params
+
+
+def _check_slot(
+    model: bridgestan.StanModel, point: np.ndarray, what: str, path: Path,
+    params_name: str, params: np.ndarray, where: str,
+) -> None:
+    try:
+        lp, grad = log_density_gradient_rows(model, point, propto=False, jacobian=False, threads=1)
+    except ValueError as err:
+        raise ValueError(
+            f"{what}: {path.name} fails at the start ({where}) with "
+            f"{params_name} = {params.tolist()}: {err}"
+        ) from None
+    if not (np.all(np.isfinite(lp)) and np.all(np.isfinite(grad))):
+        raise ValueError(
+            f"{what}: {path.name} is not finite at the start ({where}) with "
+            f"{params_name} = {params.tolist()}"
+        )
