@@ -1,6 +1,6 @@
 """Registry of workflows (one script per experiment) and helpers they share.
 
-A workflow is a script ``workflows/<name>.py`` in the repository (workflow
+A workflow is a script ``workflows/<name>.py`` shipped with stanflow (workflow
 ``eight-schools`` is ``workflows/eight_schools.py``) defining::
 
     DESCRIPTION: str                          # one line, shown by `stanflow list`
@@ -27,11 +27,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-REPO_DIR = Path(__file__).resolve().parent.parent
-WORKFLOWS_DIR = REPO_DIR / "workflows"
-"""Where workflow scripts live."""
-DATA_DIR = REPO_DIR / "data"
-"""Small data sets carried in the repository (see ``data/README.md``)."""
+from stanflow.resources import resource_dir
+
+WORKFLOWS_DIR = resource_dir("workflows")
+"""Where workflow scripts live (the repository's ``workflows/``, or its copy in the package)."""
+DATA_DIR = resource_dir("data")
+"""Small data sets shipped with stanflow (see ``data/README.md``)."""
 
 RunFunction = Callable[[Path, bool], Mapping[str, Any]]
 

@@ -28,11 +28,12 @@ from stanflow import models
 from stanflow.gibbs.sampling import stan_data as gibbs_data
 from stanflow.lcvi.problem import normal_mean
 from stanflow.lcvi.stan import stan_data as lcvi_data
-from stanflow.models import STAN_DIR, program_path
+from stanflow.models import program_path
+from stanflow.workflows import DATA_DIR
 
 pytestmark = pytest.mark.e2e
 
-SCHOOLS = json.loads((STAN_DIR.parent / "data" / "eight_schools.json").read_text())
+SCHOOLS = json.loads((DATA_DIR / "eight_schools.json").read_text())
 Y = np.array([0.3, -1.2, 2.5, 0.8, 1.9, -0.4, 3.1])
 
 

@@ -13,10 +13,10 @@ from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi, stan_data
 from stanflow.lcvi.loop import empirical_risk, settled
 from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
-from stanflow.models import STAN_DIR
+from stanflow.workflows import DATA_DIR
 
 SCHOOLS = eight_schools(
-    json.loads((STAN_DIR.parent / "data" / "eight_schools.json").read_text())
+    json.loads((DATA_DIR / "eight_schools.json").read_text())
 )
 
 

@@ -21,12 +21,12 @@ from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.problem import eight_schools, normal_mean
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
-from stanflow.models import STAN_DIR
+from stanflow.workflows import DATA_DIR
 
 pytestmark = pytest.mark.e2e
 
 SCHOOLS = eight_schools(
-    json.loads((STAN_DIR.parent / "data" / "eight_schools.json").read_text())
+    json.loads((DATA_DIR / "eight_schools.json").read_text())
 )
 PARAMS = {"mu": 4.0, "tau": 3.0, "theta": [9.0, 6.0, 2.0, 5.0, 1.0, 3.0, 10.0, 7.0]}
 LOSS = get_loss("tilted", q=0.2)

@@ -16,7 +16,9 @@ import pytest
 
 from stanflow import models, toolchain
 from stanflow.models import CompileError, cache_key, compile_model, program_path, render
-from stanflow.workflows import DATA_DIR, REPO_DIR
+from stanflow.workflows import DATA_DIR
+
+REPO_DIR = Path(__file__).resolve().parent.parent
 from test_render import SLOT_EXAMPLES
 
 pytestmark = pytest.mark.e2e

@@ -123,7 +123,7 @@ def test_script_runs_standalone(scripts, tmp_path):
     out = tmp_path / "standalone"
     # The script imports stanflow: make the source tree importable, installed or not.
     path = os.pathsep.join(
-        filter(None, [str(workflows.REPO_DIR), os.environ.get("PYTHONPATH")])
+        filter(None, [str(Path(__file__).resolve().parent.parent), os.environ.get("PYTHONPATH")])
     )
     result = subprocess.run(
         [sys.executable, str(scripts / "fake_experiment.py"), "--out", str(out)],

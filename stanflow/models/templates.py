@@ -13,10 +13,13 @@ import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from stanflow.resources import resource_dir
+
 PathLike = str | os.PathLike
 
-STAN_DIR = Path(__file__).resolve().parent.parent.parent / "stan"
-"""The repository's ``stan/`` folder: shipped programs, templates and snippets."""
+STAN_DIR = resource_dir("stan")
+"""The shipped ``stan/`` folder (the repository's, or its copy in the package):
+programs, templates and slot files."""
 
 STAN_SUFFIXES = (".stan", ".stanfunctions")
 
