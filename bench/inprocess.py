@@ -34,6 +34,7 @@ import sys
 import time
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -160,12 +161,15 @@ def plot(growth_results: dict) -> None:
         (axes[0], "particles", "particles (Pima, d = 9, 10 temperatures)"),
         (axes[1], "dimension", "coefficients d (n = 500, 10^4 particles, 30 temperatures)"),
     ):
-        xs = sorted(growth_results[key])
+        cells = {int(x): v for x, v in growth_results[key].items()}
+        xs = sorted(cells)
         for side, style in (("numpy", "o-"), ("stan", "s--")):
-            ax.plot(xs, [growth_results[key][x][side] for x in xs], style,
+            ax.plot(xs, [cells[x][side] for x in xs], style,
                     label="NumPy target" if side == "numpy" else "Stan target, in process")
         ax.set_xscale("log")
         ax.set_yscale("log")
+        ax.set_xticks(xs, [f"{x:,}" for x in xs])
+        ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
         ax.set_xlabel(label)
         ax.set_ylabel("wall seconds per SMC run")
         ax.legend()
@@ -180,7 +184,12 @@ def main() -> int:
     parser.add_argument("--reps", type=int, default=5, help="SMC calls per side")
     parser.add_argument("--log-prob-calls", type=int, default=30)
     parser.add_argument("--skip-growth", action="store_true")
+    parser.add_argument("--replot", action="store_true",
+                        help="only redraw the figure from bench/results/inprocess.json")
     args = parser.parse_args()
+    if args.replot:
+        plot(json.loads((REPO / "bench" / "results" / "inprocess.json").read_text())["growth"])
+        return 0
     info = machine_info()
     with threadpool_limits(limits=1):
         calls = per_call(args.log_prob_calls)
