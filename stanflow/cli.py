@@ -11,6 +11,7 @@ import argparse
 import importlib
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -34,6 +35,11 @@ def _toolchain_info(args: argparse.Namespace) -> int:
         print(json.dumps(facts, indent=2))
     else:
         for name, value in facts.items():
+            if name == "uses":
+                print("uses:")
+                for what, path in value.items():
+                    print(f"  {what}: {path}")
+                continue
             if isinstance(value, dict):
                 value = ", ".join(f"{k}={v}" for k, v in value.items())
             print(f"{name}: {value}")
@@ -66,6 +72,15 @@ def _run(args: argparse.Namespace) -> int:
         )
         return EXIT_USAGE
     out = args.out if args.out is not None else Path("runs") / args.name
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        print(
+            f"stanflow run: --out {out}: cannot create the output folder "
+            f"({error.strerror or error})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
     workflows.run_workflow(args.name, out=out, quick=args.quick)
     summary = out / "summary.json"
     print(f"{args.name}: results in {out}")
@@ -135,6 +150,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         Arguments without the program name; defaults to ``sys.argv[1:]``.
     """
     args = build_parser().parse_args(argv)
+    # ArviZ 0.23 announces its 1.0 refactor with a FutureWarning on import:
+    # nothing a user of the command can act on.
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"arviz(\.|$)")
     try:
         return args.handler(args)
     except ToolchainError as error:

@@ -10,6 +10,11 @@ Hessian in ``f`` is diagonal, so one Hessian-vector product with a vector of
 ones gives every second derivative. This is what the methods need from a
 Python ``Loss`` object (values, derivatives, curvatures), read off the Stan
 file itself.
+
+:func:`loss_function` turns the same file into a broadcasting NumPy-style
+function ``(y, f) -> losses`` of any shapes (``stan/losses/pair.stan``, one
+pair per row of one batched call), for code written for NumPy losses: grid
+posteriors, golden-section estimates, bootstrap loss sums.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from collections.abc import Sequence
 import bridgestan
 import numpy as np
 
-from stanflow.models import load, program_path
+from stanflow.models import load, log_density_rows, program_path
 
 PathLike = str | os.PathLike
 
@@ -97,3 +102,44 @@ class PointwiseLoss:
 def curvature_steps(f: np.ndarray) -> np.ndarray:
     """Central-difference steps ``cbrt(machine epsilon) (1 + |f|)``."""
     return np.cbrt(np.finfo(float).eps) * (1 + np.abs(f))
+
+
+def loss_function(loss_file: PathLike, loss_params: Sequence[float] = ()):
+    """A Stan loss as a broadcasting function ``(y, f) -> loss(y, f)``.
+
+    Parameters
+    ----------
+    loss_file : str or os.PathLike
+        The ``.stanfunctions`` file defining ``real loss(real y, real f,
+        vector loss_params)``.
+    loss_params : sequence of float, default ()
+        Its parameter vector.
+
+    Returns
+    -------
+    callable
+        ``(y, f) -> ndarray`` broadcasting ``y`` against ``f``, as the NumPy
+        losses of :mod:`stanflow.gibbs.losses`; about a microsecond per pair,
+        the pairs split over threads. The loaded model is the attribute
+        ``model`` of the function.
+    """
+    params = np.asarray(loss_params, dtype=float).reshape(-1)
+    if not np.isfinite(params).all():
+        raise ValueError(f"loss_params must be finite, got {params.tolist()}")
+    model = load(
+        program_path("losses/pair"),
+        {"n_loss_params": params.size, "loss_params": params},
+        slots={"loss.stanfunctions": loss_file},
+        name="pair_loss",
+    )
+
+    def value(y: np.ndarray, f: np.ndarray) -> np.ndarray:
+        y, f = np.broadcast_arrays(np.asarray(y, float), np.asarray(f, float))
+        pairs = np.column_stack([y.reshape(-1), f.reshape(-1)])
+        return -log_density_rows(model, pairs, propto=False, jacobian=False).reshape(
+            y.shape
+        )
+
+    value.model = model  # type: ignore[attr-defined]
+    return value
+

@@ -19,7 +19,7 @@ def workflows(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     def run_workflow(name: str, out: Path, quick: bool) -> dict:
         calls.append((name, out, quick))
-        out.mkdir(parents=True)
+        out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text("{}")
         (out / "figures").mkdir()
         (out / "figures" / "shrinkage.png").write_bytes(b"")
@@ -99,3 +99,13 @@ def test_invalid_cmdstan_is_reported_not_raised(monkeypatch, capsys, tmp_path) -
     assert cli.main(["toolchain", "info"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("stanflow: error: $CMDSTAN=") and "is not a directory" in err
+
+
+def test_an_output_folder_that_cannot_be_created_is_one_line(workflows, capsys, tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cli.main(["run", "eight-schools", "--out", str(blocker / "out")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"stanflow run: --out {blocker / 'out'}: cannot create")
+    assert len(err.splitlines()) == 1
+    assert workflows == []

@@ -499,3 +499,20 @@ def test_per_chain_inits_in_one_process(normal: cmdstanpy.CmdStanModel) -> None:
     first = fit.stan_variable("mu")
     assert first[0] == pytest.approx(100.0, abs=0.1)
     assert first[1] == pytest.approx(-100.0, abs=0.1)
+
+
+def test_a_failed_gradient_test_still_writes_its_report(
+    bernoulli: cmdstanpy.CmdStanModel,
+) -> None:
+    """As CmdStan: exit code 1 and the file, which cmdstanpy reads on request.
+
+    A finite-difference step of 3 on the logit scale is far too coarse for the
+    Bernoulli log density, so the gradient test fails."""
+    with pytest.raises(RuntimeError, match="exceed the error threshold"):
+        bernoulli.diagnose(data=BERNOULLI_DATA, epsilon=3)
+    report = bernoulli.diagnose(
+        data=BERNOULLI_DATA, epsilon=3, require_gradients_ok=False
+    )
+    assert list(report.columns) == ["param_idx", "value", "model", "finite_diff", "error"]
+    assert len(report) == 1
+    assert abs(report["error"].iloc[0]) > 1e-6

@@ -104,6 +104,6 @@ def test_bad_loss_files_and_parameters_are_clear_errors(cmdstan, tmp_path):
     with pytest.raises(ValueError, match="loss: file not found"):
         calibrate(Y_REAL, loss=tmp_path / "missing.stanfunctions")
     with pytest.raises(TypeError, match="loss_params must be a sequence"):
-        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params={"tau": 0.3})
+        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")
     with pytest.raises(ValueError, match="loss_params must be finite"):
         calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params=[np.nan])

@@ -63,9 +63,11 @@ import numpy as np
 import xarray as xr
 
 from stanflow.gibbs import grid
+from stanflow.gibbs.loss_terms import check_stan_loss, is_stan_file
 from stanflow.gibbs.losses import Loss, get_loss, loss_function
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.gibbs.priors import log_prior_on_grid
+from stanflow.pointwise import loss_function as stan_loss_function
 
 BACKENDS = ("grid", "stan")
 DESIGNS = ("reweight", "resample")
@@ -283,8 +285,11 @@ def gpc(
     y : array_like, shape (n,)
         The data.
     loss, loss_params, prior, prior_params
-        As in :func:`stanflow.gibbs.posterior` (shipped names; the grid backend
-        needs a shipped prior for :func:`log_prior_on_grid`).
+        As in :func:`stanflow.gibbs.posterior`: a shipped loss, a ``Loss`` or a
+        loss's ``.stanfunctions`` file with its parameters as a sequence (its
+        values then come from Stan in process, :func:`stanflow.pointwise.loss_function`,
+        for the estimate and the grid). The grid backend needs a shipped prior
+        for :func:`log_prior_on_grid`.
     X : array_like, shape (n, K), optional
         Predictors (``linear.stan``); Stan backend only.
     bounds : (lower, upper), optional
@@ -372,9 +377,19 @@ def gpc(
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if not (isinstance(omega0, (int, float)) and math.isfinite(omega0) and omega0 > 0):
         raise ValueError(f"omega0 must be positive and finite, got {omega0!r}")
-    loss_obj = get_loss(loss)
-    params = loss_obj.bind(loss_params)
-    value = loss_function(loss_obj, loss_params)
+    if is_stan_file(loss):  # a loss given only as its Stan file: values from Stan
+        loss_file, stan_params = check_stan_loss(loss, loss_params)
+        value = stan_loss_function(loss_file, stan_params)
+        loss_params = stan_params.tolist()
+        loss_record = (loss_file, json.dumps(loss_params))
+    else:
+        loss_obj = get_loss(loss)
+        params = loss_obj.bind(loss_params)
+        value = loss_function(loss_obj, loss_params)
+        loss_record = (
+            loss_obj.name,
+            json.dumps(dict(zip([p.name for p in loss_obj.params], params))),
+        )
     y = np.asarray(y, dtype=float)
     if y.ndim != 1 or len(y) < 2:
         raise ValueError(f"y must be a 1-D array of at least 2 observations, got shape {y.shape}")
@@ -456,8 +471,8 @@ def gpc(
             "max_steps": max_steps,
             "omega0": float(omega0),
             "seed": seed,
-            "loss": loss_obj.name,
-            "loss_params": json.dumps(dict(zip([p.name for p in loss_obj.params], params))),
+            "loss": loss_record[0],
+            "loss_params": loss_record[1],
             "region": "equal-tailed interval" if X is None else "Mahalanobis ellipsoid of the draws",
             "update": "omega + (1 + t)^-0.51 (coverage - (1 - alpha))",
         },
@@ -486,7 +501,7 @@ class _StanGibbs:
         }
         self.draws, self.warmup, self.seed = draws, warmup, seed
         self.executor, self.progress = executor, progress
-        self.model = gibbs_model(loss, prior, linear=X is not None)
+        self.model = gibbs_model(loss, prior, linear=X is not None, driver="stanflow")
         self.own = out_dir is None
         self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(out_dir)
         self.variable = "theta" if X is None else "beta"

@@ -24,7 +24,7 @@ A kink away from ``f = y`` is invisible to both (as for a ``Loss`` whose
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,6 +96,9 @@ def is_stan_file(loss: object) -> bool:
 def check_stan_loss(loss: PathLike, loss_params: object) -> tuple[str, np.ndarray]:
     """Check a loss file and its parameter vector before any compile.
 
+    ``loss_params`` is a sequence of numbers, or a mapping whose values are
+    taken in order (as :func:`stanflow.gibbs.posterior` takes them).
+
     Returns
     -------
     (str, ndarray)
@@ -106,6 +109,8 @@ def check_stan_loss(loss: PathLike, loss_params: object) -> tuple[str, np.ndarra
         raise ValueError(f"loss: file not found: {path}")
     if loss_params is None:
         return path, np.zeros(0)
+    if isinstance(loss_params, Mapping):  # values in order, as gibbs.posterior takes them
+        loss_params = list(loss_params.values())
     if isinstance(loss_params, (str, bytes)) or not isinstance(loss_params, Sequence):
         raise TypeError(
             f"loss_params must be a sequence of numbers for a loss file, got {loss_params!r}"

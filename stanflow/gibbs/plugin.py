@@ -309,7 +309,7 @@ def calibrate(
         (:mod:`stanflow.gibbs.loss_terms`), with no Python beside the file.
     loss_params : mapping of str to float, or sequence of float, optional
         The loss's parameters, e.g. ``{"tau": 0.25}``; for a file, its
-        parameter vector in order.
+        parameter vector (a sequence, or a mapping's values in order).
     X : array_like, shape (n, K), optional
         Predictors of a linear predictor ``f = X beta``; without it the
         parameter is a location ``theta`` (``X`` a column of ones).

@@ -41,7 +41,11 @@ PRIOR_SIGNATURE = "real log_prior(vector theta, vector prior_params)"
 
 
 def gibbs_model(
-    loss: LossSpec = "absolute", prior: PriorSpec = "uniform", *, linear: bool = False
+    loss: LossSpec = "absolute",
+    prior: PriorSpec = "uniform",
+    *,
+    linear: bool = False,
+    driver: str = "active",
 ) -> cmdstanpy.CmdStanModel:
     """Compile (once per content) a Gibbs template with a loss and a prior.
 
@@ -58,6 +62,9 @@ def gibbs_model(
     linear : bool, default False
         ``linear.stan`` (coefficients ``beta`` of ``f = X beta``) instead of
         ``location.stan`` (a scalar ``theta``).
+    driver : {"active", "stanflow"}, default "active"
+        See :func:`stanflow.models.compile_model`; ``"stanflow"`` for run sets
+        (batch mode).
 
     Returns
     -------
@@ -77,6 +84,7 @@ def gibbs_model(
             program_path(f"gibbs/{template}"),
             name=f"gibbs_{template}",
             slots={"loss.stanfunctions": loss_file, "prior.stanfunctions": prior_file},
+            driver=driver,
         )
     except CompileError as err:
         raise CompileError(

@@ -33,7 +33,11 @@ def lcvi_model(loss: str | Loss, template: str = TEMPLATE) -> cmdstanpy.CmdStanM
         The template under ``stan/`` (:attr:`stanflow.lcvi.problem.Problem.template`).
     """
     source = loss.stan_file if isinstance(loss, Loss) else stan_file(loss)
-    return compile_model(program_path(template), slots={"loss.stanfunctions": source})
+    # Resumable ADVI is an extension of stanflow's driver: build with stanflow's
+    # installation even when a CmdStan of the user's is active.
+    return compile_model(
+        program_path(template), slots={"loss.stanfunctions": source}, driver="stanflow"
+    )
 
 
 def stan_data(

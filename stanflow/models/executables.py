@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ def compile_model(
     slots: Mapping[str, PathLike] | None = None,
     cpp_options: Mapping[str, Any] | None = None,
     stanc_options: Mapping[str, Any] | None = None,
+    driver: str = "active",
 ) -> cmdstanpy.CmdStanModel:
     """Render, compile (once per content) and load a Stan program.
 
@@ -57,6 +59,13 @@ def compile_model(
     stanc_options : mapping, optional
         Passed to stanc through cmdstanpy, e.g. ``{"O1": True}``. Includes are
         resolved by :func:`render`, so ``include-paths`` is rejected here.
+    driver : {"active", "stanflow"}, default "active"
+        ``"active"`` builds with the installation cmdstanpy uses (a CmdStan of
+        yours if you have one, else stanflow's). ``"stanflow"`` builds with
+        stanflow's own installation, whose driver has stanflow's extensions
+        (resumable ADVI for LCVI, batch mode for run sets); the two are the
+        same when no CmdStan of yours is active. Either way the model runs
+        through cmdstanpy.
 
     Returns
     -------
@@ -72,6 +81,8 @@ def compile_model(
         If ``name``, ``cpp_options`` or ``stanc_options`` is malformed.
     """
     name = check_name(name, source)
+    if driver not in DRIVERS:
+        raise ValueError(f"driver must be one of {DRIVERS}, got {driver!r}")
     cpp = check_options("cpp_options", {**DEFAULT_CPP_OPTIONS, **(cpp_options or {})})
     stanc = check_options("stanc_options", dict(stanc_options or {}))
     if "include-paths" in stanc:
@@ -82,7 +93,8 @@ def compile_model(
     code, origins = render_with_origins(
         source, include_paths=include_paths, slots=slots
     )
-    identity = toolchain.identity()
+    own = _own_installation(driver)
+    identity = toolchain.identity() if own is None else toolchain.identity_of(own)
     key = cache_key(
         code, name=name, toolchain=identity, cpp_options=cpp, stanc_options=stanc
     )
@@ -99,12 +111,15 @@ def compile_model(
         stan_file = folder / f"{name}.stan"
         stan_file.write_text(code)
         try:
-            cmdstanpy.compile_stan_file(
-                stan_file,
-                force=True,
-                stanc_options=stanc or None,
-                cpp_options=cpp or None,
-            )
+            if own is None:
+                cmdstanpy.compile_stan_file(
+                    stan_file,
+                    force=True,
+                    stanc_options=stanc or None,
+                    cpp_options=cpp or None,
+                )
+            else:
+                _make(own, stan_file.with_suffix(""), cpp, stanc)
         except ValueError as err:
             console = str(err).split("Console:\n", 1)[-1]
             raise CompileError(
@@ -125,6 +140,33 @@ def compile_model(
         )
         loaded = _LOADED[key] = (exe.stat().st_mtime_ns, model)
     return loaded[1]
+
+
+DRIVERS = ("active", "stanflow")
+"""Which installation builds an executable; see :func:`compile_model`."""
+
+
+def _own_installation(driver: str) -> Path | None:
+    """stanflow's installation when it must build and is not the active one."""
+    if driver == "active":
+        return None
+    own = toolchain.stanflow_installation()
+    return None if own == toolchain.ensure() else own
+
+
+def _make(root: Path, target: Path, cpp: Mapping[str, Any], stanc: Mapping[str, Any]) -> None:
+    """Build ``target`` from ``target.stan`` with the makefile of ``root``, as cmdstanpy would."""
+    command = [
+        "make", "--no-print-directory",
+        f"STANCFLAGS+=--filename-in-msg={target.name}.stan",
+        *(f"STANCFLAGS+=--{k}" if v is True else f"STANCFLAGS+=--{k}={v}"
+          for k, v in stanc.items()),
+        *(f"{k}={v}" for k, v in cpp.items()),
+        str(target),
+    ]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, check=False)
+    if result.returncode != 0 or not target.is_file():
+        raise ValueError(f"make failed\nConsole:\n{result.stdout}{result.stderr}")
 
 
 _LOADED: dict[str, tuple[int, cmdstanpy.CmdStanModel]] = {}

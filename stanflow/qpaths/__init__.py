@@ -13,11 +13,18 @@
   beta, one run set through the run layer;
 - :mod:`~stanflow.qpaths.choose_q`: the ESS heuristic for ``q`` and the q grid;
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
-  Pima and Sonar data with a vectorised log-likelihood.
+  Pima and Sonar data with a vectorised log-likelihood;
+- :mod:`~stanflow.qpaths.stan_density`: a base or target given as a Stan
+  program, evaluated in process (a new target is one Stan file).
+
+The algorithms (``smc``, ``ais``, ``thermodynamic_integration`` and its Stan
+NUTS form, the choice of ``q``) are exported here.
 
 See ``docs/qpaths.md``.
 """
 
+from stanflow.qpaths.choose_q import heuristic_q, q_grid
+from stanflow.qpaths.logistic import LogisticTarget, load_uci
 from stanflow.qpaths.qmath import (
     dlog_qpath_dbeta,
     exp_q,
@@ -26,12 +33,28 @@ from stanflow.qpaths.qmath import (
     log_qpath,
     q_from_delta,
 )
+from stanflow.qpaths.smc import ais, rwm_moves, smc, thermodynamic_integration
+from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
+from stanflow.qpaths.stan_moves import StanMoves
+from stanflow.qpaths.stan_ti import thermodynamic_integration_stan
 
 __all__ = [
+    "LogisticTarget",
+    "StanLogDensity",
+    "StanMoves",
+    "ais",
     "dlog_qpath_dbeta",
     "exp_q",
+    "heuristic_q",
     "ln_q",
+    "load_uci",
     "log_incremental_weight",
     "log_qpath",
     "q_from_delta",
+    "q_grid",
+    "rwm_moves",
+    "smc",
+    "stan_log_density",
+    "thermodynamic_integration",
+    "thermodynamic_integration_stan",
 ]

@@ -18,6 +18,8 @@ install
     Build stanflow's installation if it is missing.
 info
     Describe the installation in use.
+stanflow_installation
+    stanflow's own installation, for what needs its extensions.
 """
 
 from stanflow.toolchain.discovery import find_cmdstan
@@ -27,7 +29,13 @@ from stanflow.toolchain.errors import (
     ToolchainError,
 )
 from stanflow.toolchain.installer import install
-from stanflow.toolchain.runtime import ensure, identity, info
+from stanflow.toolchain.runtime import (
+    ensure,
+    identity,
+    identity_of,
+    info,
+    stanflow_installation,
+)
 
 __all__ = [
     "InvalidCmdStanError",
@@ -36,6 +44,8 @@ __all__ = [
     "ensure",
     "find_cmdstan",
     "identity",
+    "identity_of",
     "info",
     "install",
+    "stanflow_installation",
 ]

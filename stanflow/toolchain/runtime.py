@@ -56,12 +56,25 @@ def identity() -> dict[str, str]:
     dict
         ``path`` and ``cmdstan_version`` of the installation :func:`ensure` uses.
     """
-    root = ensure()
+    return identity_of(ensure())
+
+
+def identity_of(root: Path) -> dict[str, str]:
+    """:func:`identity` of the installation at ``root``."""
     version = read_cmdstan_version(root)
     return {
         "path": str(root),
         "cmdstan_version": ".".join(map(str, version)) if version else "unknown",
     }
+
+
+def stanflow_installation() -> Path:
+    """stanflow's own installation (built if needed), whatever CmdStan is active.
+
+    Its driver has stanflow's extensions (resumable ADVI, batch runs) and its
+    sources the model libraries' C API, which a CmdStan of your own lacks.
+    """
+    return installer.install()
 
 
 def _first_line(command: list[str], cwd: Path | None = None) -> str | None:
@@ -99,6 +112,8 @@ def info() -> dict[str, Any]:
         tell); ``threaded_chains`` (whether cmdstanpy may run several chains
         in one threaded process, CmdStan >= 2.28). For stanflow's kind also
         ``home``, ``key`` and ``marker`` (the install marker's content).
+        Always ``extensions_path``, stanflow's own installation (built on
+        first use), and ``uses``: which installation serves what.
 
     Raises
     ------
@@ -123,6 +138,13 @@ def info() -> dict[str, Any]:
         "path": str(root), "kind": kind, "installed": installed,
         "cmdstan_version": None, "stanc_version": None, "cxx": None,
         "cxx_version": None, "threaded_chains": None, **facts,
+    }
+    own = layout.stanflow_home() / layout.install_name(installer.installation_key())
+    result["extensions_path"] = str(own)
+    result["uses"] = {
+        "cmdstanpy (sample, optimize, variational, ...)": str(root),
+        "resumable ADVI (LCVI), batch run sets (GPC, WBB)": str(own),
+        "model libraries (in-process evaluation)": str(own),
     }
     if installed:
         version = read_cmdstan_version(root)

@@ -68,6 +68,7 @@ def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cm
             "penalty.stanfunctions": slot_path(penalty, "wbb/penalties", "penalty"),
         },
         cpp_options={"STAN_THREADS": False},
+        driver="stanflow",  # the run set's batch mode is stanflow's extension
     )
 
 

@@ -180,13 +180,16 @@ int run(const std::string& program, const std::vector<std::string>& tokens,
                   logger,    interrupt, outputs,
                   static_cast<int>(cfg.integer("output/sig_figs"))};
   int code = dispatch(ctx);
-  if (code != stan::services::error_codes::OK)
+  // A failed gradient test is still a result: CmdStan keeps diagnose's file
+  // and exits non-zero (cmdstanpy reads it with require_gradients_ok=False).
+  const bool keep_output = cfg.method() == "diagnose";
+  if (code != stan::services::error_codes::OK && !keep_output)
     return 1;
   write_profile(ctx, cfg.text("output/profile_file"));
   if (cfg.flag("output/save_cmdstan_config"))
     write_config_json(ctx, with_suffix(cfg.text("output/file"), "_config.json"));
   outputs.commit();
-  return 0;
+  return code == stan::services::error_codes::OK ? 0 : 1;
 }
 
 /** `run` with exceptions reported on `err` as a failure. */
