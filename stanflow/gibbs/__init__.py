@@ -7,7 +7,11 @@
 - :mod:`~stanflow.gibbs.plugin`: the plug-in learning rate
   ``tr(H J^-1 H) / tr(H)`` as a ``calibration`` InferenceData group;
 - :mod:`~stanflow.gibbs.sampling`: the Stan templates (``stan/gibbs/``) compiled
-  with a loss and a prior, sampled into InferenceData.
+  with a loss and a prior, sampled into InferenceData;
+- :mod:`~stanflow.gibbs.path`: the learning-rate path, every Gibbs posterior from
+  ``omega = 0`` to ``omega_max`` in one SMC sweep, and
+  :mod:`~stanflow.gibbs.path_calibration`: GPC by root finding, plug-in and
+  Holmes-Walker on it.
 
 See ``docs/gibbs.md``.
 """
@@ -15,6 +19,8 @@ See ``docs/gibbs.md``.
 from stanflow.gibbs.gpc import gpc
 from stanflow.gibbs.information import information_matching
 from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
+from stanflow.gibbs.path import LearningRatePath, gibbs_path
+from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.plugin import calibrate
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.safebayes import safebayes
@@ -23,12 +29,15 @@ from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 __all__ = [
     "LOSSES",
     "PRIORS",
+    "LearningRatePath",
     "Loss",
     "Prior",
     "calibrate",
+    "calibrate_path",
     "get_loss",
     "get_prior",
     "gibbs_model",
+    "gibbs_path",
     "gpc",
     "information_matching",
     "log_prior_on_grid",

@@ -1,0 +1,506 @@
+"""The learning-rate path: every Gibbs posterior from omega = 0 to omega_max in one SMC sweep.
+
+A Gibbs posterior ``pi_omega(theta) ∝ exp(-omega L_n(theta)) pi(theta)`` is, as
+``omega`` grows from 0, the geometric annealing path (``q = 1``) from the prior
+``pi`` to the Gibbs posterior at ``omega_max``, with ``beta = omega / omega_max``.
+One tempered SMC sweep along it (:mod:`stanflow.qpaths.smc`'s pieces: the
+ESS-targeted schedule :func:`~stanflow.qpaths.smc.next_beta`, resampling, the
+random-walk kernel :func:`~stanflow.qpaths.smc.rwm_moves`, or NUTS moves through
+the run layer, :mod:`stanflow.gibbs.path_moves`) leaves equally weighted
+particles for the Gibbs posterior at every ``omega_k`` of its schedule, and
+``log Z_n(omega_k)`` as the running sum of ``log`` mean incremental weights.
+Between schedule points the Gibbs posterior at ``omega`` is the particles of
+the last schedule point at or below it reweighted by
+``exp(-(omega - omega_k) L_n)`` (:mod:`stanflow.gibbs.path_read`), whose
+effective sample size the adaptive schedule keeps at least ``target_ess * N``
+up to the next point.
+
+With ``q < 1`` the sweep follows the q-path between the same endpoints
+(:func:`stanflow.qpaths.qmath.log_qpath`); its intermediate levels are then not
+Gibbs posteriors, and every ``omega`` is read from them by importance weights.
+
+The pieces: :class:`PathLevel` (one schedule point), the kernels
+:func:`initial_level`, :func:`next_omega` and :func:`advance`, the loop
+:class:`LearningRatePath` (which can extend a geometric path to a larger
+``omega_max``), and :func:`gibbs_path`, which returns ``InferenceData``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+import arviz as az
+import numpy as np
+import xarray as xr
+from threadpoolctl import ThreadpoolController
+
+from stanflow.gibbs.losses import Loss
+from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.qpaths.qmath import log_incremental_weight, log_qpath
+from stanflow.qpaths.smc import (
+    RESAMPLING,
+    MoveKernel,
+    Particles,
+    ess,
+    log_mean_exp,
+    next_beta,
+    resample,
+    rwm_moves,
+)
+
+MOVES = ("rwm", "nuts")
+MIN_PARTICLES_PER_PARAMETER = 50
+"""The random-walk proposal is the particles' covariance, the schedule keeps
+half of them effective, and the calibration's regions are weighted covariances:
+fewer than this many particles per parameter is refused."""
+_BLAS = ThreadpoolController()
+
+
+class PathLevel(NamedTuple):
+    """One schedule point of the path: equally weighted particles.
+
+    Attributes
+    ----------
+    omega : float
+        The learning rate (``beta * omega_max``).
+    theta : ndarray, shape (N, K)
+        Particles after resampling and moves.
+    loss : ndarray, shape (N,)
+        Their total losses ``L_n(theta)``.
+    log_prior : ndarray, shape (N,)
+        Their prior log densities (normalised on the box).
+    log_z : float
+        ``log`` of the level's normalising constant relative to the prior,
+        ``log int pi exp(g_k)``, with ``g_k`` from :func:`log_level_density`;
+        ``log Z_n(omega)`` on the geometric path.
+    log_z_var : float
+        Its variance estimate, ``sum_k (1/ESS_k - 1/N)`` over the steps so far
+        (exact for perfectly mixing moves).
+    ess : float
+        Effective sample size of the incremental weights into this level
+        (``N`` at the prior).
+    acceptance : float
+        Mean acceptance of the moves at this level (``nan`` at the prior).
+    """
+
+    omega: float
+    theta: np.ndarray
+    loss: np.ndarray
+    log_prior: np.ndarray
+    log_z: float
+    log_z_var: float
+    ess: float
+    acceptance: float
+
+
+def log_level_density(
+    loss: np.ndarray, omega: float, omega_max: float, q: float
+) -> np.ndarray:
+    """``g = log pi_{beta,q} - log pi`` of a level, up to its constant.
+
+    With the prior ``pi`` as base and the Gibbs posterior at ``omega_max`` as
+    target, the q-path density relative to the prior depends on the losses
+    only: ``log_qpath(0, -omega_max L, omega / omega_max, q)``, which is
+    ``-omega L`` at ``q = 1``.
+
+    Parameters
+    ----------
+    loss : ndarray, shape (N,)
+        Total losses ``L_n``.
+    omega : float
+        The level's position, in ``[0, omega_max]``.
+    omega_max : float
+    q : float
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    if q == 1:
+        return -omega * loss
+    beta = min(1.0, omega / omega_max)
+    return log_qpath(np.zeros_like(loss), -omega_max * loss, beta, q)
+
+
+def initial_level(rng: np.random.Generator, target: GibbsTarget, n_particles: int) -> PathLevel:
+    """The path at ``omega = 0``: ``n_particles`` exact draws from the prior."""
+    theta = np.asarray(target.sample_prior(rng, n_particles), dtype=float)
+    return PathLevel(
+        omega=0.0,
+        theta=theta,
+        loss=target.total_loss(theta),
+        log_prior=target.log_prior(theta),
+        log_z=0.0,
+        log_z_var=0.0,
+        ess=float(n_particles),
+        acceptance=math.nan,
+    )
+
+
+def next_omega(level: PathLevel, omega_max: float, q: float, target_ess: float) -> float:
+    """The next schedule point: the largest ``omega <= omega_max`` keeping the
+    effective sample size of the incremental weights at ``target_ess * N``
+    (bisection, :func:`stanflow.qpaths.smc.next_beta`)."""
+    beta = next_beta(_particles(level, omega_max), level.omega / omega_max, q, target_ess)
+    return omega_max if beta >= 1.0 else beta * omega_max
+
+
+def advance(
+    rng: np.random.Generator,
+    level: PathLevel,
+    omega: float,
+    target: GibbsTarget,
+    *,
+    omega_max: float,
+    q: float,
+    n_moves: int,
+    resampling: str,
+    moves: MoveKernel,
+) -> PathLevel:
+    """One SMC step: reweight to ``omega``, resample, move ``n_moves`` times.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator
+    level : PathLevel
+        The current schedule point.
+    omega : float
+        The next one, in ``(level.omega, omega_max]``.
+    target : GibbsTarget
+    omega_max, q : float
+        The path's end and its ``q``.
+    n_moves : int
+    resampling : {"systematic", "multinomial"}
+    moves : callable
+        A :data:`stanflow.qpaths.smc.MoveKernel` targeting ``pi_{beta,q}``
+        between the prior and the Gibbs posterior at ``omega_max``.
+
+    Returns
+    -------
+    PathLevel
+    """
+    particles = _particles(level, omega_max)
+    beta, beta_next = level.omega / omega_max, min(1.0, omega / omega_max)
+    log_w = log_incremental_weight(particles.log_pi0, particles.log_pi1, beta, beta_next, q)
+    increment = float(log_mean_exp(log_w))
+    if not math.isfinite(increment):
+        raise RuntimeError(
+            f"gibbs path: all incremental weights vanish from omega = {level.omega} to {omega}"
+        )
+    step_ess = ess(log_w)
+    ancestors = resample(rng, log_w, resampling)
+    particles = Particles(*(a[ancestors] for a in particles))
+    log_pi0, log_pi1 = _densities(target, omega_max)
+    moved, acceptance = moves(rng, particles, beta_next, q, log_pi0, log_pi1, n_moves)
+    n = len(log_w)
+    return PathLevel(
+        omega=float(omega),
+        theta=moved.z,
+        loss=(moved.log_pi0 - moved.log_pi1) / omega_max,
+        log_prior=moved.log_pi0,
+        log_z=level.log_z + increment,
+        log_z_var=level.log_z_var + max(0.0, 1.0 / step_ess - 1.0 / n),
+        ess=step_ess,
+        acceptance=float(acceptance),
+    )
+
+
+class LearningRatePath:
+    """The SMC sweep in ``omega`` for one Gibbs posterior, extendable (``q = 1``).
+
+    Parameters
+    ----------
+    target : GibbsTarget
+        Data, loss, prior and template.
+    q : float, default 1.0
+        1: the geometric path, whose levels are the Gibbs posteriors at their
+        ``omega``; below 1 a q-path between the same endpoints.
+    n_particles : int, default 2000
+        At least :data:`MIN_PARTICLES_PER_PARAMETER` per parameter.
+    n_moves : int, default 5
+        Moves per schedule point.
+    target_ess : float, default 0.5
+        The schedule keeps this fraction of ``N`` effective per step, in (0, 1).
+    resampling : {"systematic", "multinomial"}, default "systematic"
+    moves : {"rwm", "nuts"}, default "rwm"
+        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.smc.rwm_moves`)
+        or NUTS through the Stan template and the run layer
+        (:class:`stanflow.gibbs.path_moves.NutsMoves`, ``q = 1`` only).
+    seed : int, optional
+    max_steps : int, default 1000
+        Give up (``RuntimeError``) after this many schedule points.
+
+    Attributes
+    ----------
+    levels : list of PathLevel
+        The schedule so far, from ``omega = 0``.
+    """
+
+    def __init__(
+        self,
+        target: GibbsTarget,
+        *,
+        q: float = 1.0,
+        n_particles: int = 2000,
+        n_moves: int = 5,
+        target_ess: float = 0.5,
+        resampling: str = "systematic",
+        moves: str = "rwm",
+        seed: int | None = None,
+        max_steps: int = 1000,
+    ) -> None:
+        if not isinstance(target, GibbsTarget):
+            raise TypeError(f"target must be a GibbsTarget, got {type(target).__name__}")
+        self.q = _check_q(q)
+        minimum = MIN_PARTICLES_PER_PARAMETER * target.dim
+        self.n_particles = _check_int(n_particles, "n_particles", minimum)
+        self.n_moves = _check_int(n_moves, "n_moves", 1)
+        self.max_steps = _check_int(max_steps, "max_steps", 1)
+        if not (isinstance(target_ess, (int, float)) and 0 < target_ess < 1):
+            raise ValueError(f"target_ess must lie in (0, 1), got {target_ess!r}")
+        if resampling not in RESAMPLING:
+            raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
+        if moves not in MOVES:
+            raise ValueError(f"moves must be one of {MOVES}, got {moves!r}")
+        if moves == "nuts" and self.q != 1:
+            raise ValueError("moves: NUTS moves run the Gibbs template, so they need q = 1")
+        self.target = target
+        self.target_ess = float(target_ess)
+        self.resampling = resampling
+        self.moves_name = moves
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.levels: list[PathLevel] = []
+        self.end: float | None = None
+
+    @property
+    def omegas(self) -> np.ndarray:
+        """The schedule so far, shape ``(len(levels),)``."""
+        return np.array([level.omega for level in self.levels])
+
+    def extend(self, omega_max: float) -> LearningRatePath:
+        """Sweep on to ``omega_max`` (the first call starts at the prior).
+
+        A geometric path (``q = 1``) can be extended again to a larger
+        ``omega_max``; a q-path depends on its end and cannot.
+
+        Raises
+        ------
+        ValueError
+            If ``omega_max`` is not positive and finite, or a q-path is
+            extended past its end.
+        """
+        omega_max = check_omega_max(omega_max)
+        if self.end is not None:
+            if omega_max <= self.end:
+                return self
+            if self.q != 1:
+                raise ValueError(
+                    f"omega_max: a q-path (q = {self.q}) ends at omega_max = {self.end} "
+                    "and cannot be extended; choose omega_max up front"
+                )
+        moves = self._moves(omega_max)
+        with _BLAS.limit(limits=1, user_api="blas"):
+            if not self.levels:
+                self.levels.append(initial_level(self.rng, self.target, self.n_particles))
+            while self.levels[-1].omega < omega_max:
+                if len(self.levels) > self.max_steps:
+                    raise RuntimeError(
+                        f"gibbs path: omega = {self.levels[-1].omega} after "
+                        f"max_steps = {self.max_steps} schedule points"
+                    )
+                level = self.levels[-1]
+                omega = next_omega(level, omega_max, self.q, self.target_ess)
+                self.levels.append(advance(
+                    self.rng, level, omega, self.target, omega_max=omega_max, q=self.q,
+                    n_moves=self.n_moves, resampling=self.resampling, moves=moves,
+                ))
+        self.end = omega_max
+        return self
+
+    def to_dataset(self) -> xr.Dataset:
+        """The ``path`` group: particles, losses and ``log Z`` by schedule point.
+
+        Variables: ``omega``, ``log_z``, ``log_z_se``, ``ess``, ``acceptance``
+        (dim ``step``), ``theta`` (``step``, ``particle``, ``param``),
+        ``total_loss`` (``step``, ``particle``). Every particle of a step has
+        weight ``1 / N``. Attributes: ``q``, ``omega_max``, the sampler's
+        settings and the problem (loss, prior, template, bounds).
+        """
+        if not self.levels:
+            raise ValueError("the path is empty: call extend(omega_max) first")
+        target = self.target
+        levels = self.levels
+        return xr.Dataset(
+            {
+                "omega": ("step", np.array([lv.omega for lv in levels])),
+                "log_z": ("step", np.array([lv.log_z for lv in levels])),
+                "log_z_se": ("step", np.sqrt([lv.log_z_var for lv in levels])),
+                "ess": ("step", np.array([lv.ess for lv in levels])),
+                "acceptance": ("step", np.array([lv.acceptance for lv in levels])),
+                "theta": (("step", "particle", "param"), np.stack([lv.theta for lv in levels])),
+                "total_loss": (("step", "particle"), np.stack([lv.loss for lv in levels])),
+            },
+            coords={"step": np.arange(len(levels)), "param": target.names},
+            attrs={
+                "method": "gibbs_path",
+                "q": self.q,
+                "omega_max": float(self.end),
+                "n_particles": self.n_particles,
+                "n_moves": self.n_moves,
+                "target_ess": self.target_ess,
+                "resampling": self.resampling,
+                "moves": self.moves_name,
+                "seed": -1 if self.seed is None else int(self.seed),
+                "loss": target.loss_label,
+                "loss_params": json.dumps(list(map(float, target.data["loss_params"]))),
+                "prior": target.prior,
+                "prior_params": json.dumps(list(target.prior_params)),
+                "template": "location" if target.X is None else "linear",
+                "lower_bound": json.dumps(target.lower.tolist()),
+                "upper_bound": json.dumps(target.upper.tolist()),
+                "log_z": "log Z_n(omega) with the prior normalised on the box"
+                if self.q == 1 else "log normalising constant of each q-path level relative to the prior",
+            },
+        )
+
+    def _moves(self, omega_max: float) -> MoveKernel:
+        if self.moves_name == "rwm":
+            return rwm_moves
+        from stanflow.gibbs.path_moves import NutsMoves
+
+        return NutsMoves(self.target, omega_max)
+
+
+def gibbs_path(
+    y: np.ndarray,
+    *,
+    omega_max: float = 1.0,
+    loss: str | os.PathLike | Loss = "absolute",
+    loss_params: Mapping[str, float] | Sequence[float] | None = None,
+    prior: str = "uniform",
+    prior_params: Mapping[str, float] | None = None,
+    X: np.ndarray | None = None,
+    bounds: tuple[Any, Any] | None = None,
+    q: float = 1.0,
+    n_particles: int = 2000,
+    n_moves: int = 5,
+    target_ess: float = 0.5,
+    resampling: str = "systematic",
+    moves: str = "rwm",
+    seed: int | None = None,
+    omegas: np.ndarray | None = None,
+    probs: Sequence[float] = (0.025, 0.5, 0.975),
+) -> az.InferenceData:
+    """Every Gibbs posterior from ``omega = 0`` to ``omega_max`` by one SMC sweep.
+
+    Parameters
+    ----------
+    y : array_like, shape (n,)
+        Observations.
+    omega_max : float, default 1.0
+        Where the path ends; positive and finite.
+    loss, loss_params, prior, prior_params, X, bounds
+        The Gibbs posterior (:class:`~stanflow.gibbs.path_target.GibbsTarget`):
+        a shipped loss, a :class:`~stanflow.gibbs.losses.Loss` or a loss file;
+        the prior ``uniform`` (finite bounds) or ``normal``; ``X`` for the
+        linear template.
+    q, n_particles, n_moves, target_ess, resampling, moves, seed
+        The sampler (:class:`LearningRatePath`).
+    omegas : array_like, optional
+        Where to tabulate the functionals; default the schedule, 0 and 151
+        points spaced geometrically from ``omega_max / 1000`` to ``omega_max``.
+    probs : sequence of float, default (0.025, 0.5, 0.975)
+        Quantile levels of the functionals (the first and last give the
+        equal-tailed interval).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``path`` (:meth:`LearningRatePath.to_dataset`), ``path_functionals``
+        (:func:`stanflow.gibbs.path_read.functionals`: mean, quantiles, their
+        Monte Carlo errors and ``log Z_n`` against ``omega``),
+        ``observed_data`` (``y``) and ``constant_data`` (``X`` with the linear
+        template).
+
+    Raises
+    ------
+    ValueError, TypeError
+        Naming the argument, before any sampling: ``omega_max <= 0``, too few
+        particles for the number of parameters, a bad loss, prior or data.
+    stanflow.models.CompileError
+        If a loss file does not compile (the message names the signature).
+    """
+    from stanflow.gibbs.path_read import default_omegas, functionals
+
+    omega_max = check_omega_max(omega_max)
+    target = GibbsTarget(
+        y, loss=loss, loss_params=loss_params, prior=prior, prior_params=prior_params,
+        X=X, bounds=bounds,
+    )
+    path = LearningRatePath(
+        target, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
+        resampling=resampling, moves=moves, seed=seed,
+    ).extend(omega_max)
+    group = path.to_dataset()
+    grid = default_omegas(group) if omegas is None else omegas
+    return to_inference_data(group, functionals(group, grid, probs), target)
+
+
+def to_inference_data(
+    path: xr.Dataset, table: xr.Dataset, target: GibbsTarget, **groups: xr.Dataset
+) -> az.InferenceData:
+    """``InferenceData`` of a path: ``path``, ``path_functionals``, the data, and more groups."""
+    observed = xr.Dataset({"y": ("obs", target.y)})
+    constant = {} if target.X is None else {"constant_data": xr.Dataset({"X": (("obs", "param"), target.X)}, coords={"param": target.names})}
+    return az.InferenceData(
+        path=path, path_functionals=table, observed_data=observed, **constant, **groups
+    )
+
+
+def _particles(level: PathLevel, omega_max: float) -> Particles:
+    return Particles(level.theta, level.log_prior, level.log_prior - omega_max * level.loss)
+
+
+def _densities(target: GibbsTarget, omega_max: float):
+    """``log pi0`` (the prior) and ``log pi1`` (the Gibbs posterior at
+    ``omega_max``, unnormalised) as the callables of the q-path kernels; the
+    loss is evaluated only inside the prior's support."""
+
+    def log_pi1(theta: np.ndarray) -> np.ndarray:
+        log_prior = target.log_prior(theta)
+        inside = np.isfinite(log_prior)
+        loss = np.zeros(len(theta))
+        if inside.any():
+            loss[inside] = target.total_loss(theta[inside])
+        return log_prior - omega_max * loss
+
+    return target.log_prior, log_pi1
+
+
+def check_omega_max(omega_max: Any) -> float:
+    """``omega_max`` as a float, or a ``TypeError``/``ValueError`` naming it."""
+    if isinstance(omega_max, bool) or not isinstance(omega_max, (int, float, np.number)):
+        raise TypeError(f"omega_max must be a number, got {type(omega_max).__name__}")
+    if not (math.isfinite(omega_max) and omega_max > 0):
+        raise ValueError(f"omega_max must be positive and finite, got {omega_max!r}")
+    return float(omega_max)
+
+
+def _check_q(q: Any) -> float:
+    if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not math.isfinite(q):
+        raise ValueError(f"q must be a finite number (1 is the geometric path), got {q!r}")
+    return float(q)
+
+
+def _check_int(value: Any, name: str, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        reason = (
+            f" ({MIN_PARTICLES_PER_PARAMETER} per parameter)" if name == "n_particles" else ""
+        )
+        raise ValueError(f"{name} must be an integer >= {low}{reason}, got {value!r}")
+    return int(value)

@@ -1,0 +1,198 @@
+"""Every calibration rule on one learning-rate path, and each rule's posterior from it.
+
+:func:`calibrate_path` sweeps one path for a data set and reads off it:
+
+- GPC's learning rate by root finding (:func:`stanflow.gibbs.path_gpc.path_gpc`);
+- the plug-in ``tr(H J^-1 H) / tr(H)`` (:func:`stanflow.gibbs.plugin.calibrate`)
+  and Holmes and Walker's ``tr(H) / tr(J)``
+  (:func:`stanflow.gibbs.information.information_matching`), marked on the path;
+- any other learning rates the caller marks (e.g. Robbins-Monro GPC's);
+- each rule's Gibbs posterior (mean and equal-tailed interval) from the same
+  particles (:func:`rules_on_path`), and the functionals against ``omega``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import arviz as az
+import numpy as np
+import xarray as xr
+
+from stanflow.gibbs.gpc import risk_minimiser
+from stanflow.gibbs.information import information_matching
+from stanflow.gibbs.loss_terms import is_stan_file
+from stanflow.gibbs.losses import Loss
+from stanflow.gibbs.path import LearningRatePath, check_omega_max, to_inference_data
+from stanflow.gibbs.path_gpc import path_gpc
+from stanflow.gibbs.path_read import (
+    default_omegas,
+    functionals,
+    reweight,
+    weighted_quantile,
+)
+from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.gibbs.plugin import calibrate
+from stanflow.golden import golden_section, sections_for
+
+RULES = ("plugin", "holmes_walker")
+"""Rules computed from the data, besides GPC."""
+
+
+def risk_estimate(target: GibbsTarget) -> np.ndarray:
+    """The empirical risk minimiser, shape ``(K,)``.
+
+    A location: golden-section search over the box where it is finite, else
+    over the data's range (as :func:`stanflow.gibbs.gpc.gpc` does), on the
+    target's own losses (NumPy or the Stan file). Coefficients:
+    :func:`stanflow.gibbs.gpc.risk_minimiser` (Nelder-Mead).
+    """
+    if target.X is None:
+        lower, upper = float(target.lower[0]), float(target.upper[0])
+        if not (np.isfinite(lower) and np.isfinite(upper)):
+            lower, upper = float(target.y.min()), float(target.y.max())
+
+        def risk(theta: np.ndarray) -> np.ndarray:
+            return target.total_loss(np.reshape(theta, (-1, 1))).reshape(np.shape(theta))
+
+        low, high = golden_section(risk, np.array(lower), np.array(upper), sections_for(1e-10))
+        return np.array([(low + high) / 2])
+    return risk_minimiser(target.y, target.X, lambda _y, f: target.loss_values(f[None, :])[0])
+
+
+def rules_on_path(
+    path: xr.Dataset, omegas: Mapping[str, float], probs: Sequence[float] = (0.025, 0.975)
+) -> xr.Dataset:
+    """Each rule's Gibbs posterior read from the path's particles.
+
+    Parameters
+    ----------
+    path : xarray.Dataset
+        The ``path`` group, reaching every rule's ``omega``.
+    omegas : mapping of str to float
+        Rule name -> learning rate.
+    probs : sequence of two floats, default (0.025, 0.975)
+        The interval's ends.
+
+    Returns
+    -------
+    xarray.Dataset
+        Dim ``rule``: ``rule_omega``, ``rule_ess``, ``rule_mean`` (``rule``,
+        ``param``) and ``rule_interval`` (``rule``, ``end``, ``param``).
+    """
+    names = list(omegas)
+    K = path.sizes["param"]
+    mean = np.empty((len(names), K))
+    interval = np.empty((len(names), 2, K))
+    ess = np.empty(len(names))
+    for j, name in enumerate(names):
+        r = reweight(path, float(omegas[name]))
+        mean[j] = r.weights @ r.theta
+        for p in range(K):
+            interval[j, :, p] = weighted_quantile(r.theta[:, p], r.weights, np.asarray(probs))
+        ess[j] = r.ess
+    return xr.Dataset(
+        {
+            "rule_omega": ("rule", np.array([float(omegas[n]) for n in names])),
+            "rule_ess": ("rule", ess),
+            "rule_mean": (("rule", "param"), mean),
+            "rule_interval": (("rule", "end", "param"), interval),
+        },
+        coords={"rule": names, "end": ["lower", "upper"], "param": path["param"].values},
+    )
+
+
+def calibrate_path(
+    y: np.ndarray,
+    *,
+    loss: str | os.PathLike | Loss = "absolute",
+    loss_params: Mapping[str, float] | Sequence[float] | None = None,
+    prior: str = "uniform",
+    prior_params: Mapping[str, float] | None = None,
+    X: np.ndarray | None = None,
+    bounds: tuple[Any, Any] | None = None,
+    estimate: np.ndarray | None = None,
+    B: int = 200,
+    alpha: float = 0.05,
+    omega0: float = 1.0,
+    seed: int = 0,
+    rules: Sequence[str] = RULES,
+    marks: Mapping[str, float] | None = None,
+    omega_max: float | None = None,
+    n_particles: int = 4000,
+    n_moves: int = 3,
+    target_ess: float = 0.5,
+    moves: str = "rwm",
+    proposal_scale: float = 0.25,
+    xtol: float = 1e-3,
+) -> az.InferenceData:
+    """Calibrate ``omega`` on one path: GPC by root finding, plug-in, Holmes-Walker.
+
+    Parameters
+    ----------
+    y, loss, loss_params, prior, prior_params, X, bounds
+        The Gibbs posterior (:class:`~stanflow.gibbs.path_target.GibbsTarget`).
+    estimate : array_like, shape (K,), optional
+        The full-data estimate; default :func:`risk_estimate`.
+    B, alpha, omega0, seed, proposal_scale, xtol
+        GPC (:func:`~stanflow.gibbs.path_gpc.path_gpc`): the same resamples as
+        :func:`stanflow.gibbs.gpc.gpc` with this ``seed`` and ``B``.
+    rules : sequence of {"plugin", "holmes_walker"}, default both
+        Rules computed from the data and marked on the path.
+    marks : mapping of str to float, optional
+        More learning rates to mark (name -> omega), e.g. Robbins-Monro GPC's.
+    omega_max : float, optional
+        Sweep at least this far after the calibration (the functionals'
+        range); default the largest marked ``omega`` and ``omega0``.
+    n_particles, n_moves, target_ess, moves
+        The sampler (:class:`~stanflow.gibbs.path.LearningRatePath`, ``q = 1``).
+
+    Returns
+    -------
+    arviz.InferenceData
+        ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
+        ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
+        rules are ``gpc_path``, then ``rules``, then ``marks``), ``path``,
+        ``path_functionals``, ``observed_data`` and, with ``X``,
+        ``constant_data``.
+    """
+    unknown = sorted(set(rules) - set(RULES))
+    if unknown:
+        raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
+    if omega_max is not None:
+        omega_max = check_omega_max(omega_max)
+    marks = dict(marks or {})
+    for name, value in marks.items():
+        if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
+            raise ValueError(f"marks[{name!r}] must be a positive learning rate, got {value!r}")
+    target = GibbsTarget(
+        y, loss=loss, loss_params=loss_params, prior=prior, prior_params=prior_params,
+        X=X, bounds=bounds,
+    )
+    path = LearningRatePath(
+        target, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
+        moves=moves, seed=seed,
+    )
+    estimate = risk_estimate(target) if estimate is None else np.atleast_1d(
+        np.asarray(estimate, dtype=float))
+    group = path_gpc(
+        path, estimate, B=B, alpha=alpha, omega0=omega0, seed=seed,
+        proposal_scale=proposal_scale, xtol=xtol,
+    )
+    omegas = {"gpc_path": float(group["omega"])}
+    # A loss file takes its parameters as a vector.
+    params = list(target.data["loss_params"]) if is_stan_file(loss) else loss_params
+    computed = {"plugin": calibrate, "holmes_walker": information_matching}
+    for name in rules:
+        result = computed[name](
+            target.y, loss=loss, loss_params=params, X=target.X, estimate=estimate
+        ).calibration
+        omegas[name] = float(result["omega"])
+    omegas.update(marks)
+    path.extend(max([*omegas.values(), float(omega0), omega_max or 0.0]))
+    path_group = path.to_dataset()
+    group = xr.merge([group, rules_on_path(path_group, omegas)], combine_attrs="override")
+    table = functionals(path_group, default_omegas(path_group))
+    return to_inference_data(path_group, table, target, calibration=group)

@@ -1,0 +1,170 @@
+"""NUTS moves for the learning-rate path: particles as chains of the Gibbs template.
+
+On the geometric path the level at ``beta`` is the Gibbs posterior at
+``omega = beta * omega_max``, which is exactly what the Stan templates
+(``stan/gibbs/location.stan``, ``linear.stan``) sample with ``omega`` as data.
+So a move of every particle is one single-chain run of the template per
+particle (the particle as inits, no warm-up, ``n_moves`` NUTS transitions
+with a fixed step size and a diagonal metric), and the runs of one level form
+one :class:`~stanflow.runs.RunSet`, which batch mode packs into a few
+processes (so the template is built with stanflow's driver, also beside a
+CmdStan of the user's). It needs the loss as a Stan file (shipped losses have theirs) and
+is meant for targets that random-walk moves mix poorly on.
+
+Tuning from the particles before the moves: the inverse metric is the
+particles' variance on Stan's unconstrained scale (the bounds' log and logit
+transforms); the step size starts at ``K^(-1/4)`` and after each level is
+multiplied by ``exp(accept - target_accept)`` (clipped to ``[0.5, 2]``), as
+:class:`stanflow.qpaths.stan_moves.StanMoves` does for the q-path template.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.qpaths.smc import LogDensity, Particles, evaluate
+from stanflow.runs import RunSet, RunSpec
+
+
+def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """Stan's unconstraining transform of box-bounded parameters, shape of ``theta``.
+
+    Identity without bounds, ``log(theta - lower)`` / ``log(upper - theta)``
+    with one, ``logit((theta - lower) / (upper - lower))`` with both.
+    """
+    low, high = np.isfinite(lower), np.isfinite(upper)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both = np.log(theta - lower) - np.log(upper - theta)
+        only_low = np.log(theta - lower)
+        only_high = np.log(upper - theta)
+    return np.where(low & high, both, np.where(low, only_low, np.where(high, only_high, theta)))
+
+
+class NutsMoves:
+    """A move kernel (:data:`stanflow.qpaths.smc.MoveKernel`) running the Gibbs template.
+
+    Parameters
+    ----------
+    target : GibbsTarget
+        Its loss must be a shipped name, a ``Loss`` (its ``stan_file``) or a file.
+    omega_max : float
+        The path's end: the level at ``beta`` is the Gibbs posterior at
+        ``beta * omega_max``.
+    work_dir : path, optional
+        Where each level's run set goes (removed after reading).
+    target_accept : float, default 0.8
+    max_depth : int, default 6
+
+    Attributes
+    ----------
+    step_size : float or None
+    history : list of dict
+        Per level: ``omega``, ``step_size``, ``accept``, ``seconds``.
+    """
+
+    def __init__(
+        self,
+        target: GibbsTarget,
+        omega_max: float,
+        work_dir: str | Path | None = None,
+        target_accept: float = 0.8,
+        max_depth: int = 6,
+    ) -> None:
+        from stanflow.gibbs.sampling import gibbs_model
+
+        if not 0 < target_accept < 1:
+            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        self.target = target
+        self.omega_max = float(omega_max)
+        self.model = gibbs_model(
+            target.loss, target.prior, linear=target.X is not None, driver="stanflow"
+        )
+        self.work_dir = Path(work_dir) if work_dir is not None else None
+        self.target_accept = target_accept
+        self.max_depth = int(max_depth)
+        self.step_size: float | None = None
+        self.history: list[dict] = []
+
+    def __call__(
+        self,
+        rng: np.random.Generator,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+        n_moves: int,
+    ) -> tuple[Particles, float]:
+        """``n_moves`` NUTS transitions of every particle at ``omega = beta * omega_max``.
+
+        Raises
+        ------
+        ValueError
+            If ``q != 1`` (the template samples Gibbs posteriors only).
+        RuntimeError
+            If a run fails.
+        """
+        if q != 1:
+            raise ValueError(f"q: NUTS moves on the Gibbs template need q = 1, got {q}")
+        if self.step_size is None:
+            self.step_size = float(self.target.dim ** -0.25)
+        omega = beta * self.omega_max
+        root = Path(tempfile.mkdtemp(prefix="path-moves-", dir=self.work_dir))
+        try:
+            moved, accept, seconds = self._run(rng, particles.z, omega, n_moves, root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        self.history.append(
+            {"omega": omega, "step_size": self.step_size, "accept": accept, "seconds": seconds}
+        )
+        self.step_size *= float(np.clip(np.exp(accept - self.target_accept), 0.5, 2.0))
+        return evaluate(moved, log_pi0, log_pi1), accept
+
+    def _run(
+        self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int, root: Path
+    ) -> tuple[np.ndarray, float, float]:
+        target = self.target
+        variance = np.var(unconstrain(z, target.lower, target.upper), axis=0)
+        metric = root / "metric.json"
+        metric.write_text(json.dumps({"inv_metric": np.where(variance > 0, variance, 1.0).tolist()}))
+        args = {
+            "num_warmup": 0,
+            "num_samples": int(n_moves),
+            "adapt.engaged": False,
+            "stepsize": self.step_size,
+            "metric": "diag_e",
+            "metric_file": str(metric),
+            "max_depth": self.max_depth,
+            "sig_figs": 18,
+        }
+        data = target.data | {"omega": float(omega)}
+        name = "theta" if target.X is None else "beta"
+        specs = [
+            RunSpec(
+                data=data,
+                inits={name: float(p[0]) if target.X is None else p.tolist()},
+                args=args,
+            )
+            for p in z
+        ]
+        runset = RunSet(self.model, specs, out_dir=root / "runs", root_seed=int(rng.integers(2**63)))
+        columns = ["theta"] if target.X is None else [f"beta[{k + 1}]" for k in range(target.dim)]
+        moved, accept, seconds = np.empty_like(z), np.empty(len(z)), 0.0
+        for result in runset.run(progress=False):
+            if not result.ok:
+                raise RuntimeError(
+                    f"NUTS move of particle {result.index} at omega = {omega} ended with "
+                    f"{result.status}: {result.message}"
+                )
+            draws = result.draws()
+            names = list(draws.names)
+            moved[result.index] = draws.values[0, -1, [names.index(c) for c in columns]]
+            accept[result.index] = draws.values[0, :, names.index("accept_stat__")].mean()
+            seconds += result.wall_time
+        return moved, float(accept.mean()), seconds

@@ -1,0 +1,318 @@
+"""The learning-rate path (NumPy losses) against exact answers.
+
+Truths: the exact grid posteriors and ``log Z_n(omega)`` of
+``stanflow.gibbs.grid``; the closed form of the squared loss with a normal prior;
+the exact bootstrap coverage on the grid and GPC's own fixed point (many
+Robbins-Monro steps with ``eps = 0``).
+
+Tolerances come from the particles' effective sample size. For a CDF read from
+``ESS`` effectively independent particles the Dvoretzky-Kiefer-Wolfowitz
+inequality gives ``P(sup |F_hat - F| > e) <= 2 exp(-2 ESS e^2)``; over ``m``
+comparisons at total failure probability ``DELTA`` that is
+``e = sqrt(log(2 m / DELTA) / (2 ESS))``. At a schedule point the particles
+were resampled from the previous one, so the ESS used is that of the
+incremental weights into it (about ``N / 2``), not ``N``; between schedule
+points it is the Kish ESS of the reading weights. Means and ``log Z`` get
+``Z_TOL`` standard errors.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from stanflow.gibbs import grid, log_prior_on_grid, loss_function
+from stanflow.gibbs.gpc import bootstrap_indices, gpc, grid_coverage
+from stanflow.gibbs.losses import Loss
+from stanflow.gibbs.path import LearningRatePath, gibbs_path
+from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic
+from stanflow.gibbs.path_read import cdf, reweight
+from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.gibbs.plugin import location_estimate
+from stanflow.gibbs.reweighting import (
+    ellipsoid_coverage,
+    interval_coverage,
+    normalise,
+    resample_counts,
+)
+
+DELTA = 1e-3
+Z_TOL = 4.0
+
+
+def dkw(ess: np.ndarray, comparisons: int) -> np.ndarray:
+    """The DKW tolerance for a CDF from ``ess`` particles, ``comparisons`` tests."""
+    return np.sqrt(math.log(2 * comparisons / DELTA) / (2 * np.asarray(ess)))
+
+
+def read_points(path) -> list[tuple[float, float]]:
+    """Every schedule point (with its incremental ESS) and the log-midpoint of
+    every schedule interval (with its reading ESS)."""
+    omegas, ess = path["omega"].values, path["ess"].values
+    points = [(float(w), float(e)) for w, e in zip(omegas[1:], ess[1:])]
+    for lo, hi in itertools.pairwise(omegas[1:]):
+        mid = math.sqrt(lo * hi)
+        points.append((mid, reweight(path, mid).ess))
+    return points
+
+
+CASES = {
+    "absolute": (lambda rng: rng.gamma(2.0, 1.0, 100), "absolute", None, (0.0, 8.0)),
+    "squared": (lambda rng: rng.normal(1.0, 1.0, 60), "squared", None, (-2.0, 4.0)),
+    "check": (lambda rng: rng.exponential(1.0, 80), "check", {"tau": 0.25}, (0.0, 6.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_path_posteriors_and_log_z_match_the_grid(case):
+    make, loss, params, bounds = CASES[case]
+    y = make(np.random.default_rng(7))
+    idata = gibbs_path(y, omega_max=3.0, loss=loss, loss_params=params, bounds=bounds,
+                       n_particles=2000, seed=11)
+    path = idata.path
+    assert path["omega"].values[0] == 0 and path["omega"].values[-1] == 3.0
+    theta = np.linspace(*bounds, 4001)
+    sums = grid.loss_sums(theta, y, loss_function(loss, params))
+    points = read_points(path)
+    tolerance = dkw([e for _, e in points], len(points))
+    for (omega, _), tol in zip(points, tolerance):
+        exact = grid.posterior(theta, sums, omega)
+        read = reweight(path, omega)
+        F, _ = cdf(read, theta)
+        assert np.max(np.abs(F - grid.cdf(exact))) < tol, (case, omega)
+        # log Z_n(omega) with the prior normalised on the box, as the grid's.
+        assert abs(read.log_z - float(exact.log_z)) < Z_TOL * read.log_z_se + 1e-3, (case, omega)
+    # The functionals table reads the same particles.
+    table = idata.path_functionals
+    for omega in path["omega"].values[1:]:
+        row = table.sel(omega=omega)
+        exact = grid.posterior(theta, sums, float(omega))
+        mean = float(np.sum(exact.weights * grid.density(exact) * theta))
+        assert abs(float(row["mean"][0]) - mean) < Z_TOL * float(row["mean_se"][0]) * math.sqrt(2)
+        low, high = grid.interval(exact, 0.95)
+        assert float(row["quantile_lower"].sel(prob=0.025)[0]) <= low + 0.02
+        assert float(row["quantile_upper"].sel(prob=0.975)[0]) >= high - 0.02
+
+
+def test_conjugate_squared_loss_normal_prior_in_closed_form():
+    """exp(-omega sum (y - theta)^2) N(theta; m0, s0^2): a normal posterior of
+    precision P = 2 omega n + 1/s0^2 and mean (2 omega sum y + m0/s0^2) / P, and
+    log Z = -log(P s0^2)/2 + b^2/(2P) - omega sum y^2 - m0^2/(2 s0^2), b = P * mean."""
+    y = np.random.default_rng(3).normal(0.7, 1.5, 50)
+    m0, s0 = 0.5, 2.0
+    idata = gibbs_path(y, omega_max=2.0, loss="squared", prior="normal",
+                       prior_params={"mean": m0, "sd": s0}, n_particles=2000, seed=5)
+    path = idata.path
+    points = read_points(path)
+    tolerance = dkw([e for _, e in points], len(points))
+    for (omega, ess), tol in zip(points, tolerance):
+        precision = 2 * omega * len(y) + 1 / s0**2
+        b = 2 * omega * y.sum() + m0 / s0**2
+        mean, sd = b / precision, precision**-0.5
+        log_z = -0.5 * math.log(precision * s0**2) + b**2 / (2 * precision) \
+            - omega * np.sum(y**2) - m0**2 / (2 * s0**2)
+        read = reweight(path, omega)
+        x = read.theta[:, 0]
+        assert abs(read.weights @ x - mean) < Z_TOL * sd / math.sqrt(ess)
+        sd_hat = math.sqrt(read.weights @ (x - read.weights @ x) ** 2)
+        # sd of a sample sd: sd / sqrt(2 ESS) for normal draws.
+        assert abs(sd_hat / sd - 1) < Z_TOL / math.sqrt(2 * ess)
+        grid_x = np.linspace(mean - 5 * sd, mean + 5 * sd, 501)
+        F, _ = cdf(read, grid_x)
+        assert np.max(np.abs(F - stats.norm.cdf(grid_x, mean, sd))) < tol
+        assert abs(read.log_z - log_z) < Z_TOL * read.log_z_se, omega
+
+
+def test_truncated_normal_prior_is_normalised_on_the_box():
+    """The path starts from the prior normalised on the box, as the grid does;
+    a box in the prior's upper tail tests the normalisation's tail formula."""
+    y = np.random.default_rng(0).gamma(2.0, 1.0, 50)
+    for bounds in ((0.5, 3.0), (2.5, 9.0)):
+        path = gibbs_path(y, bounds=bounds, prior="normal", prior_params={"mean": 1, "sd": 0.7},
+                          n_particles=2000, seed=0).path
+        theta = np.linspace(*bounds, 4001)
+        sums = grid.loss_sums(theta, y, loss_function("absolute"))
+        log_prior = log_prior_on_grid(theta, "normal", {"mean": 1, "sd": 0.7})
+        points = read_points(path)
+        for (omega, _), tol in zip(points, dkw([e for _, e in points], len(points))):
+            exact = grid.posterior(theta, sums, omega, log_prior=log_prior)
+            read = reweight(path, omega)
+            assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
+            assert abs(read.log_z - float(exact.log_z)) < Z_TOL * read.log_z_se + 1e-3
+
+
+def test_schedule_keeps_the_reading_ess_and_extends():
+    y = np.random.default_rng(1).gamma(2.0, 1.0, 100)
+    path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=1000, seed=2)
+    path.extend(1.0)
+    first = len(path.levels)
+    path.extend(4.0)
+    omegas = path.omegas
+    assert omegas[first - 1] == 1.0 and omegas[-1] == 4.0 and np.all(np.diff(omegas) > 0)
+    group = path.to_dataset()
+    assert reweight(group, 1.0).ess == pytest.approx(1000)  # equal weights at a point
+    for lo, hi in itertools.pairwise(omegas):
+        # Reading between points never falls below target_ess * N (up to the
+        # bisection's tolerance).
+        for omega in np.linspace(lo, hi, 6)[1:-1]:
+            assert reweight(group, float(omega)).ess >= 0.5 * 1000 * (1 - 1e-3)
+    with pytest.raises(ValueError, match="omega must lie"):
+        reweight(group, 4.5)
+
+
+def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
+    """A q-path between the same endpoints: its levels are not Gibbs posteriors,
+    but every omega is read from them by importance weights."""
+    y = np.random.default_rng(2).gamma(2.0, 1.0, 100)
+    idata = gibbs_path(y, omega_max=1.0, bounds=(0, 8), q=0.99, n_particles=2000, seed=3)
+    path = idata.path
+    assert path.attrs["q"] == 0.99
+    theta = np.linspace(0, 8, 4001)
+    sums = grid.loss_sums(theta, y, loss_function("absolute"))
+    omegas = [0.05, 0.3, 1.0]
+    reads = [reweight(path, w) for w in omegas]
+    tolerance = dkw([r.ess for r in reads], len(reads))
+    for omega, read, tol in zip(omegas, reads, tolerance):
+        exact = grid.posterior(theta, sums, omega)
+        assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
+    end = grid.posterior(theta, sums, 1.0)
+    assert abs(reads[-1].log_z - float(end.log_z)) < Z_TOL * reads[-1].log_z_se
+    with pytest.raises(ValueError, match="cannot be extended"):
+        LearningRatePath(GibbsTarget(y, bounds=(0, 8)), q=0.99, n_particles=100).extend(1.0).extend(2.0)
+
+
+# ---------------------------------------------------------------- GPC on the path
+
+
+def test_region_statistic_agrees_with_the_reweight_kernels():
+    rng = np.random.default_rng(0)
+    S, B = 3000, 40
+    for K, estimate in ((1, np.array([0.1])), (3, np.array([0.2, -0.1, 0.3]))):
+        draws = rng.normal(size=(S, K))
+        resample_loss = rng.gamma(2.0, 1.0, size=(B, S))
+        log_base = rng.normal(size=S)
+        statistic, ess = region_statistic(draws, resample_loss, log_base, 0.7, estimate)
+        w = normalise(-0.7 * resample_loss + log_base)
+        np.testing.assert_allclose(ess, 1 / np.sum(w**2, axis=1), rtol=1e-5)
+        if K == 1:
+            np.testing.assert_allclose(statistic, w @ (draws[:, 0] <= estimate[0]), atol=1e-5)
+            inside = (statistic >= 0.025) & (statistic <= 0.975)
+            assert np.array_equal(inside, interval_coverage(draws[:, 0], w, estimate[0], 0.05))
+        else:
+            inside = statistic <= 0.95
+            assert np.array_equal(inside, ellipsoid_coverage(draws, w, estimate, 0.05))
+
+
+def test_find_root_brackets_a_step_function():
+    """count(omega) = #{b: omega_b > omega} for known switch points omega_b:
+    the count equals 190 of 200 between the 10th and 11th smallest."""
+    switches = np.sort(np.random.default_rng(4).uniform(0.3, 1.5, 200))
+
+    class Count:
+        def __call__(self, omega):
+            from stanflow.gibbs.path_gpc import Evaluation
+
+            return Evaluation(omega, int(np.sum(switches > omega)), 0.0, 1.0, 1.0, 0, 0)
+
+    for start in (0.05, 1.0, 5.0):
+        root, history, done = find_root(Count(), start, 190, xtol=1e-6, max_evaluations=60)
+        assert done and switches[9] <= root < switches[10], start
+        assert len(history) < 40
+    root, history, done = find_root(Count(), 1.0, 190.5, xtol=1e-9, max_evaluations=80)
+    assert done and root == pytest.approx(switches[9], abs=1e-8)  # no exact hit: the jump
+
+
+def test_root_found_gpc_equals_the_bootstrap_fixed_point():
+    """Median of Gamma(2, 1) data, n = 100, B = 200, the same resamples.
+
+    The fixed point: GPC's own rule with eps = 0 and up to 300 steps on the exact
+    grid (it stops where the coverage equals 0.95). Both sit where the exact
+    count of covering resamples is 190; the path's root is off by its stated
+    Monte Carlo error (omega_se), the fixed point anywhere on the count's
+    plateau at 190, about 1 / |slope| wide. The exact grid coverage at the
+    path's root is within the count's Monte Carlo spread of 190."""
+    rng = np.random.default_rng(12)
+    theta = np.linspace(0, 8, 801)
+    for r in range(3):
+        y = rng.gamma(2.0, 1.0, 100)
+        estimate = location_estimate(y, loss_function("absolute"), 0.0, 8.0)
+        path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=4000, n_moves=3, seed=r)
+        c = path_gpc(path, [estimate], seed=r)
+        root, se = float(c["omega"]), float(c["omega_se"])
+        assert bool(c["converged"]) and float(c["coverage"]) == 0.95
+        fixed = gpc(y, bounds=(0, 8), seed=r, estimate=estimate, grid_points=801,
+                    eps=0.0, max_steps=300).calibration
+        assert bool(fixed["converged"])
+        plateau = 1 / abs(float(c["count_slope"]))
+        assert abs(root - float(fixed["omega"])) < 3 * se + plateau, (r, root, float(fixed["omega"]), se)
+        sums = grid.loss_sums(theta, y[bootstrap_indices(100, 200, np.random.SeedSequence(r))],
+                              loss_function("absolute"))
+        exact, _ = grid_coverage(theta, sums, root, estimate, 0.05)
+        assert abs(exact * 200 - 190) <= 3 * math.sqrt(float(c["count_variance"])) + 1
+
+
+def test_path_gpc_on_a_linear_model_reads_resamples_from_a_wider_level():
+    rng = np.random.default_rng(20240505)
+    x = rng.chisquare(2, size=50) - 2
+    y = 2 + x + rng.normal(0, 2, size=50)
+    X = np.column_stack([np.ones(50), x])
+    target = GibbsTarget(y, loss="check", loss_params={"tau": 0.5}, prior="normal",
+                         prior_params={"mean": 0, "sd": 10}, X=X)
+    from stanflow.gibbs.path_calibration import risk_estimate
+
+    estimate = risk_estimate(target)
+    path = LearningRatePath(target, n_particles=2000, n_moves=3, seed=0)
+    c = path_gpc(path, estimate, seed=1)
+    assert c.attrs["region"] == "weighted Mahalanobis ellipsoid"
+    assert bool(c["converged"]) and 0.5 < float(c["omega"]) < 1.5
+    ratio = c["proposal_omega"].values / c["omega_path"].values
+    assert np.all(ratio <= 0.5) and np.all(ratio > 0.05)
+    assert np.all(c["ess_median"] > 200) and float(c["low_ess_share"]) < 0.05
+    counts = resample_counts(bootstrap_indices(50, 200, np.random.SeedSequence(1)), 50)
+    assert counts.sum() == 200 * 50
+
+
+# ---------------------------------------------------------------- bad input
+
+
+def test_bad_input_gives_clear_errors_before_sampling():
+    y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
+    with pytest.raises(ValueError, match="omega_max must be positive"):
+        gibbs_path(y, omega_max=0.0, bounds=(0, 8))
+    with pytest.raises(ValueError, match="omega_max must be positive"):
+        gibbs_path(y, omega_max=-1.0, bounds=(0, 8))
+    with pytest.raises(ValueError, match="omega_max must be positive"):
+        gibbs_path(y, omega_max=float("nan"), bounds=(0, 8))
+    with pytest.raises(ValueError, match=r"n_particles must be an integer >= 100 \(50 per parameter\)"):
+        gibbs_path(y, X=np.ones((30, 2)), bounds=(0, 8), n_particles=99)
+    with pytest.raises(ValueError, match="n_particles"):
+        gibbs_path(y, bounds=(0, 8), n_particles=10)
+    # Its value takes a parameter the loss does not declare.
+    value = lambda y, f, tau: np.abs(y - f)
+    wrong = Loss("two_argument", Path("two_argument.stanfunctions"), value, value, value, jump=2.0)
+    with pytest.raises(TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"):
+        gibbs_path(y, loss=wrong, bounds=(0, 8))
+    with pytest.raises(ValueError, match="prior: the path starts from exact draws"):
+        gibbs_path(y, prior="horseshoe", bounds=(0, 8))
+    with pytest.raises(ValueError, match="bounds: the uniform prior"):
+        gibbs_path(y)
+    with pytest.raises(ValueError, match="tau"):
+        gibbs_path(y, loss="check", loss_params={"tau": 1.5}, bounds=(0, 8))
+    with pytest.raises(ValueError, match="moves must be one of"):
+        gibbs_path(y, bounds=(0, 8), moves="hmc")
+    with pytest.raises(ValueError, match="NUTS moves .* need q = 1"):
+        gibbs_path(y, bounds=(0, 8), moves="nuts", q=0.5)
+    with pytest.raises(ValueError, match="target_ess"):
+        gibbs_path(y, bounds=(0, 8), target_ess=1.0)
+    with pytest.raises(ValueError, match="y must"):
+        gibbs_path(np.array([]), bounds=(0, 8))
+    path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=100)
+    with pytest.raises(ValueError, match="omega0"):
+        path_gpc(path, [1.0], omega0=0.0)
+    with pytest.raises(ValueError, match="estimate"):
+        path_gpc(path, [1.0, 2.0])
