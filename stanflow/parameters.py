@@ -1,16 +1,31 @@
-"""Named scalar parameters of losses and priors (``tau``, ``delta``, ``sd``, ...).
+"""Parameters of losses, priors and penalties: one checking module for every method.
 
-A loss or prior declares its parameters as :class:`Parameter` objects, each
-with the open interval it must lie in; :func:`bind` checks a caller's mapping
-against them and returns the values in declaration order, which is the order
-of the Stan vector ``loss_params`` (or ``prior_params``).
+A slot file (a loss, prior or penalty in its own ``.stanfunctions`` file, for
+any of the four methods) takes its parameters as a Stan vector
+(``loss_params``, ``prior_params``, ``penalty_params``). It declares them in a
+comment line, so that a user's file is checked exactly like a shipped one,
+before anything compiles or runs::
+
+    // params: tau in (0, 1)
+    // params: mean, sd in (0, inf)
+    // params: none
+
+Each name may carry the open interval ``(lower, upper)`` its value must lie in
+(``inf`` and ``-inf`` allowed; without an interval any finite value). The
+order is the order of the Stan vector. :func:`declared_parameters` reads the
+declaration, :func:`check_vector` checks a caller's values against it (count,
+finiteness, ranges), and :func:`bind` checks a mapping of names against
+:class:`Parameter` objects, as the Python losses and priors declare them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+import os
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -90,3 +105,126 @@ def bind(
             f"missing {missing}, unknown {unknown}"
         )
     return tuple(p.check(given[p.name], f"{argument}[{p.name!r}]") for p in declared)
+
+
+_DECLARATION = re.compile(r"^\s*//\s*params:\s*(?P<body>.*?)\s*$")
+_ITEM = re.compile(
+    r"^(?P<name>[A-Za-z][A-Za-z0-9_]*)"
+    r"(?:\s+in\s+\(\s*(?P<lower>[^,()]+?)\s*,\s*(?P<upper>[^,()]+?)\s*\))?$"
+)
+
+
+def declared_parameters(path: str | os.PathLike) -> tuple[Parameter, ...] | None:
+    """The parameters a slot file declares in its ``// params:`` line.
+
+    Returns
+    -------
+    tuple of Parameter, or None
+        In the order of the Stan vector; ``()`` for ``// params: none``;
+        None if the file declares nothing (its values can then only be
+        checked for finiteness).
+
+    Raises
+    ------
+    ValueError
+        If the declaration cannot be read; the message names the file and line.
+    """
+    path = Path(path)
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        match = _DECLARATION.match(line)
+        if match is None:
+            continue
+        body = match.group("body")
+        if body == "none":
+            return ()
+        items = _split_items(body)
+        parameters = []
+        for item in items:
+            found = _ITEM.match(item)
+            if found is None:
+                raise ValueError(
+                    f"{path}, line {number}: cannot read the parameter {item!r} of "
+                    "'// params:'; write NAME or NAME in (LOWER, UPPER), comma-separated, "
+                    "or 'none'"
+                )
+            lower, upper = found.group("lower"), found.group("upper")
+            parameters.append(
+                Parameter(
+                    found.group("name"),
+                    -math.inf if lower is None else _bound(lower, path, number),
+                    math.inf if upper is None else _bound(upper, path, number),
+                )
+            )
+        return tuple(parameters)
+    return None
+
+
+def check_vector(
+    path: str | os.PathLike, values: Sequence[float] | Mapping[str, float] | None,
+    argument: str,
+) -> tuple[float, ...]:
+    """Check the parameter vector given for a slot file against its declaration.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The slot file.
+    values : sequence of float, mapping or None
+        The values in the order of the Stan vector, or a mapping by name
+        (checked as :func:`bind` does when the file declares names); None
+        for none.
+    argument : str
+        The caller's argument for messages, e.g. ``"loss_params"``.
+
+    Returns
+    -------
+    tuple of float
+
+    Raises
+    ------
+    ValueError
+        For a wrong count, a non-finite value or a value out of its declared
+        interval; the message names the file and the parameter.
+    """
+    declared = declared_parameters(path)
+    owner = f"{Path(path).name}"
+    if isinstance(values, Mapping):
+        if declared is None:
+            values = list(values.values())
+        else:
+            return bind(declared, values, argument, owner)
+    if isinstance(values, (str, bytes)):
+        raise TypeError(f"{argument} must be a sequence of numbers, got {values!r}")
+    values = () if values is None else tuple(values)
+    if declared is not None and len(values) != len(declared):
+        takes = (
+            f"{len(declared)} parameter(s) {[p.name for p in declared]}"
+            if declared
+            else "no parameters"
+        )
+        raise ValueError(f"{argument}: {owner} takes {takes}, got {len(values)}: {list(values)}")
+    if declared is None:
+        declared = tuple(Parameter(f"{k + 1}") for k in range(len(values)))
+    return tuple(
+        p.check(v, f"{argument}[{p.name!r}] of {owner}") for p, v in zip(declared, values)
+    )
+
+
+def _split_items(body: str) -> list[str]:
+    """Split ``a, b in (0, 1), c`` at the commas outside parentheses."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(body):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(body[start:i].strip())
+            start = i + 1
+    items.append(body[start:].strip())
+    return [item for item in items if item]
+
+
+def _bound(text: str, path: Path, number: int) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"{path}, line {number}: {text!r} is not a number") from None
+

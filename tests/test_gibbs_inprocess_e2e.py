@@ -105,5 +105,9 @@ def test_bad_loss_files_and_parameters_are_clear_errors(cmdstan, tmp_path):
         calibrate(Y_REAL, loss=tmp_path / "missing.stanfunctions")
     with pytest.raises(TypeError, match="loss_params must be a sequence"):
         calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")
-    with pytest.raises(ValueError, match="loss_params must be finite"):
+    with pytest.raises(ValueError, match=r"loss_params\['tau'\] of check.stanfunctions must be finite"):
         calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params=[np.nan])
+    with pytest.raises(ValueError, match=r"check.stanfunctions takes 1 parameter\(s\) \['tau'\], got 0"):
+        calibrate(Y_REAL, loss=get_loss("check").stan_file)
+    with pytest.raises(ValueError, match=r"must be finite and in \(0, 1\), got 1.5"):
+        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params=[1.5])

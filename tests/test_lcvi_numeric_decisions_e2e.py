@@ -186,7 +186,7 @@ def test_the_loop_with_a_loss_file_takes_the_shipped_losss_decisions(cmdstan):
 def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):
     problem = normal_mean(np.array([0.3, -0.5]), 1.0)
     with pytest.raises(
-        ValueError, match=r"loss_params: tilted.stanfunctions reads more"
+        ValueError, match=r"loss_params: tilted.stanfunctions takes 1 parameter\(s\) \['q'\], got 0"
     ):
         run_lcvi(problem, LOSS_DIR / "tilted.stanfunctions")
 
@@ -210,15 +210,15 @@ def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):
         ),
         (
             lambda y: bayes_decisions(LOSS_DIR / "tilted.stanfunctions", y),
-            r"loss_params: tilted.stanfunctions reads more loss parameters than the 0 given",
+            r"loss_params: tilted.stanfunctions takes 1 parameter\(s\) \['q'\], got 0",
         ),
         (
             lambda y: stan_loss(LOSS_DIR / "linex.stanfunctions"),
-            r"loss_params: linex.stanfunctions reads more loss parameters than the 0 given",
+            r"loss_params: linex.stanfunctions takes 1 parameter\(s\) \['c'\], got 0",
         ),
         (
             lambda y: bayes_decisions(LOSS_DIR / "tilted.stanfunctions", y, [np.nan]),
-            "loss_params must be finite numbers",
+            r"loss_params\['q'\] of tilted.stanfunctions must be finite",
         ),
         (
             lambda y: bayes_decisions(LOSS_DIR / "huber.stanfunctions", y),

@@ -267,7 +267,9 @@ def test_a_problem_that_is_not_a_weighted_glm_is_refused():
         ({"lam": -1.0}, "lam must be finite and >= 0"),
         ({"X": np.full((80, 3), np.nan)}, "X contains NaN"),
         ({"y": np.ones(5)}, "X has 80 rows but y has 5 entries"),
-        ({"loss_params": [np.inf]}, "loss_params must be finite"),
+        ({"loss_params": [np.inf]}, r"loss_params: squared.stanfunctions takes no parameters, got 1"),
+        ({"penalty": "pseudo_huber", "penalty_params": [np.inf]},
+         r"penalty_params\['delta'\] of pseudo_huber.stanfunctions must be finite"),
         ({"penalty_params": ["a"]}, "penalty_params must be a sequence of numbers"),
         ({"loss": "/no/such/loss.stanfunctions"}, "loss: slot file /no/such/loss.stanfunctions does not exist"),
         ({"penalty": "lasso"}, r"penalty: no 'lasso' in stan/wbb/penalties \(shipped: pseudo_huber, ridge\)"),
@@ -282,9 +284,10 @@ def test_bad_problem_arguments_are_named(kwargs, message):
 
 def test_a_slot_missing_its_parameters_is_named_before_any_solve(cmdstan, tmp_path):
     X, y = _data()
-    no_delta = WeightedGlm(X, y, 1.0, penalty="pseudo_huber")
-    with pytest.raises(ValueError, match=r"penalty: pseudo_huber.stanfunctions fails .* penalty_params = \[\]"):
-        lbfgs_draws(no_delta, np.ones(80))
+    with pytest.raises(
+        ValueError, match=r"penalty_params: pseudo_huber.stanfunctions takes 1 parameter\(s\) \['delta'\], got 0"
+    ):
+        WeightedGlm(X, y, 1.0, penalty="pseudo_huber")
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     with pytest.raises(ValueError, match=r"loss: my_pseudo_huber.stanfunctions fails .* loss_params = \[\]"):
         wbb_glm_inprocess(X, y, 1.0, 2, root_seed=0, loss=loss)

@@ -54,6 +54,7 @@ SEED = 20261201
 LOG_COSH = """\
 // Log-cosh loss with scale s = loss_params[1] > 0: log(cosh((y - f) / s)),
 // about ((y - f) / s)^2 / 2 near y = f and |y - f| / s - log 2 far out.
+// params: s in (0, inf)
 real loss(real y, real f, vector loss_params) {
   real u = abs(y - f) / loss_params[1];
   return u + log1p_exp(-2 * u) - log2();
@@ -62,6 +63,7 @@ real loss(real y, real f, vector loss_params) {
 
 LOG_COSH_LCVI = """\
 // Log-cosh loss of decisions h for outcomes y, scale s = loss_params[1] > 0.
+// params: s in (0, inf)
 vector loss(vector y, vector h, vector loss_params) {
   vector[rows(y)] u = abs(y - h) / loss_params[1];
   return u + log1p_exp(-2 * u) - log2();

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stanflow.gibbs.losses import Loss, get_loss
+from stanflow.parameters import check_vector
 from stanflow.pointwise import PointwiseLoss, curvature_steps
 
 PathLike = str | os.PathLike
@@ -96,8 +97,10 @@ def is_stan_file(loss: object) -> bool:
 def check_stan_loss(loss: PathLike, loss_params: object) -> tuple[str, np.ndarray]:
     """Check a loss file and its parameter vector before any compile.
 
-    ``loss_params`` is a sequence of numbers, or a mapping whose values are
-    taken in order (as :func:`stanflow.gibbs.posterior` takes them).
+    ``loss_params`` is a sequence of numbers in the order of the Stan vector,
+    or a mapping by the names the file declares in its ``// params:`` line
+    (:mod:`stanflow.parameters`); the count and ranges are checked against
+    that declaration.
 
     Returns
     -------
@@ -107,21 +110,13 @@ def check_stan_loss(loss: PathLike, loss_params: object) -> tuple[str, np.ndarra
     path = os.fspath(loss)
     if not os.path.isfile(path):
         raise ValueError(f"loss: file not found: {path}")
-    if loss_params is None:
-        return path, np.zeros(0)
-    if isinstance(loss_params, Mapping):  # values in order, as gibbs.posterior takes them
-        loss_params = list(loss_params.values())
-    if isinstance(loss_params, (str, bytes)) or not isinstance(loss_params, Sequence):
+    if isinstance(loss_params, (str, bytes)) or not (
+        loss_params is None or isinstance(loss_params, (Mapping, Sequence, np.ndarray))
+    ):
         raise TypeError(
             f"loss_params must be a sequence of numbers for a loss file, got {loss_params!r}"
         )
-    try:
-        params = np.asarray(loss_params, dtype=float).reshape(-1)
-    except (TypeError, ValueError):
-        raise ValueError(f"loss_params must be numbers, got {loss_params!r}") from None
-    if not np.isfinite(params).all():
-        raise ValueError(f"loss_params must be finite, got {loss_params!r}")
-    return path, params
+    return path, np.array(check_vector(path, loss_params, "loss_params"), dtype=float)
 
 
 def stan_terms(

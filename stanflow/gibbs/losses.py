@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from stanflow.gibbs.parameters import Parameter, bind
 from stanflow.models import STAN_DIR
+from stanflow.parameters import Parameter, bind
 
 LossFunction = Callable[..., np.ndarray]
 

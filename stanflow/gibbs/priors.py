@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from stanflow.gibbs.parameters import Parameter, bind
 from stanflow.models import STAN_DIR
+from stanflow.parameters import Parameter, bind
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 

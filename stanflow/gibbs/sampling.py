@@ -31,6 +31,7 @@ from stanflow.gibbs.losses import Loss, get_loss
 from stanflow.gibbs.priors import Prior, get_prior
 from stanflow.idata import to_inference_data
 from stanflow.models import CompileError, compile_model, program_path
+from stanflow.parameters import check_vector
 
 LossSpec = str | os.PathLike | Loss
 PriorSpec = str | os.PathLike | Prior
@@ -279,17 +280,13 @@ def _params(
     argument = f"{kind}_params"
     if not _is_file(spec):
         return np.array(lookup(spec).bind(given), dtype=float)
-    _stan_file(spec, lookup, kind)
-    values = list(given.values()) if isinstance(given, Mapping) else given
+    path = _stan_file(spec, lookup, kind)
     try:
-        vector = np.array([] if values is None else values, dtype=float)
-    except (TypeError, ValueError):
+        return np.array(check_vector(path, given, argument), dtype=float)
+    except TypeError:
         raise ValueError(
             f"{argument} must be numbers for a {kind} file, got {given!r}"
         ) from None
-    if vector.ndim != 1 or not np.all(np.isfinite(vector)):
-        raise ValueError(f"{argument} must be finite numbers, got {given!r}")
-    return vector
 
 
 def _bounds(bounds: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:

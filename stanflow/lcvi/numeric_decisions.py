@@ -72,6 +72,7 @@ from scipy.special import ndtri
 from stanflow.golden import RATIO, golden_section, sections_for
 from stanflow.lcvi.losses import Loss, get_loss
 from stanflow.models import compile_library, load, program_path
+from stanflow.parameters import check_vector
 
 PROGRAM = "lcvi/expected_loss"
 """The program under ``stan/`` whose slot ``loss.stanfunctions`` takes the loss."""
@@ -225,7 +226,7 @@ def bayes_decisions(
     """
     path = check_loss_file(loss_file)
     samples, shape = _check_samples(samples)
-    params = check_loss_params(loss_params)
+    params = check_loss_params(path, loss_params)
     xtol = _check_xtol(xtol)
     return _decisions(loss_library(path), path, params, samples, xtol).reshape(shape)
 
@@ -261,7 +262,7 @@ def mixture_decisions(
     ndarray, shape ``shape``
     """
     path = check_loss_file(loss_file)
-    params = check_loss_params(loss_params)
+    params = check_loss_params(path, loss_params)
     xtol = _check_xtol(xtol)
     _check_nodes(nodes)
     samples, shape = _mixture_samples(loc, sd, nodes)
@@ -288,7 +289,7 @@ def loss_values(
     ndarray, the broadcast shape
     """
     path = check_loss_file(loss_file)
-    params = check_loss_params(loss_params)
+    params = check_loss_params(path, loss_params)
     return _values(loss_library(path), path, params, y, h)
 
 
@@ -352,7 +353,7 @@ def stan_loss(
     Loss
     """
     path = check_loss_file(loss_file)
-    params = check_loss_params(params)
+    params = check_loss_params(path, params)
     xtol = _check_xtol(xtol)
     _check_nodes(nodes)
     library = loss_library(path)
@@ -403,21 +404,20 @@ def check_loss_file(loss_file: str | os.PathLike) -> Path:
     return path.resolve()
 
 
-def check_loss_params(loss_params: Iterable[float]) -> tuple[float, ...]:
-    """``loss_params`` as a tuple of finite floats, or an error naming it."""
+def check_loss_params(path: Path, loss_params: Iterable[float]) -> tuple[float, ...]:
+    """``loss_params`` checked against the file's ``// params:`` declaration
+    (:func:`stanflow.parameters.check_vector`), or an error naming it."""
     if isinstance(loss_params, (str, bytes, Mapping)):
         raise TypeError(
             f"loss_params must be a sequence of numbers, got {type(loss_params).__name__}"
         )
     try:
-        values = np.asarray(list(loss_params), dtype=float)
+        values = [float(v) for v in loss_params]
     except (TypeError, ValueError):
         raise ValueError(
             f"loss_params must be a sequence of numbers, got {loss_params!r}"
         ) from None
-    if values.ndim != 1 or not np.all(np.isfinite(values)):
-        raise ValueError(f"loss_params must be finite numbers, got {loss_params!r}")
-    return tuple(float(v) for v in values)
+    return check_vector(path, values, "loss_params")
 
 
 def _decisions(

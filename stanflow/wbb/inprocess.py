@@ -62,6 +62,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from stanflow.models import load, log_density_gradient_rows, program_path
+from stanflow.parameters import check_vector
 from stanflow.wbb._checks import (
     check_lam,
     check_max_iter,
@@ -156,8 +157,8 @@ class WeightedGlm:
         self.threads = threads
         self.loss_file = slot_path(loss, "losses", "loss")
         self.penalty_file = slot_path(penalty, "wbb/penalties", "penalty")
-        self.loss_params = _finite_params(loss_params, "loss_params")
-        self.penalty_params = _finite_params(penalty_params, "penalty_params")
+        self.loss_params = _params(self.loss_file, loss_params, "loss_params")
+        self.penalty_params = _params(self.penalty_file, penalty_params, "penalty_params")
         self.loss_model: bridgestan.StanModel = load(
             program_path(LOSS_PROGRAM),
             {"N": self.y.size, "y": self.y, "n_loss_params": self.loss_params.size,
@@ -572,14 +573,15 @@ def _feature_names(names: Sequence[str] | None, p: int) -> list:
     return names
 
 
-def _finite_params(values: Sequence[float], name: str) -> np.ndarray:
+def _params(path: Path, values: Sequence[float], name: str) -> np.ndarray:
+    """The parameter vector of a slot file, checked against its declaration."""
     try:
-        params = np.asarray(values, dtype=float).reshape(-1)
+        if isinstance(values, (str, bytes)):
+            raise TypeError
+        values = [float(v) for v in np.asarray(values, dtype=float).reshape(-1)]
     except (TypeError, ValueError):
         raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from None
-    if not np.all(np.isfinite(params)):
-        raise ValueError(f"{name} must be finite, got {params.tolist()}")
-    return params
+    return np.array(check_vector(path, values, name), dtype=float)
 
 
 def _check_slot(

@@ -36,6 +36,7 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.models import STAN_DIR, compile_model, program_path
+from stanflow.parameters import check_vector
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
 from stanflow.wbb._checks import check_lam, check_weights, check_X_y
 from stanflow.wbb.bootstrap import Draws, wbb
@@ -253,6 +254,8 @@ def wbb_glm(
     """
     X, y = check_X_y(X, y)
     check_lam(lam)
+    check_vector(slot_path(loss, "losses", "loss"), loss_params, "loss_params")
+    check_vector(slot_path(penalty, "wbb/penalties", "penalty"), penalty_params, "penalty_params")
     model = glm_model(loss, penalty)
     batches = itertools.count()
 
