@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi, stan_data
-from stanflow.lcvi.loop import empirical_risk, settled
+from stanflow.lcvi.decision_step import empirical_risk, settled
 from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
 from stanflow.workflows import DATA_DIR

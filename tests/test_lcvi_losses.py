@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from stanflow.lcvi.losses import LOSSES, get_loss, utility, utility_scale
+from stanflow.lcvi.losses import LOSSES, get_loss, utility_from_losses, utility_scale
 
 M_PRED, S_PRED = 1.5, 2.0  # normal predictive N(M_PRED, S_PRED^2)
 
@@ -129,8 +129,8 @@ def test_utilities_and_their_scale():
     M = utility_scale(losses, "linear", 90)
     assert M == pytest.approx(np.percentile(losses, 90))
     assert utility_scale(losses, "exp", 90) == pytest.approx(1 / M)
-    assert np.allclose(utility(losses, "linear", M), M - losses)
-    assert np.allclose(utility(losses, "exp", 0.5), np.exp(-0.5 * losses))
+    assert np.allclose(utility_from_losses(losses, "linear", M), M - losses)
+    assert np.allclose(utility_from_losses(losses, "exp", 0.5), np.exp(-0.5 * losses))
 
 
 def test_registry_lists_the_shipped_losses_with_their_stan_files():
@@ -151,9 +151,9 @@ def test_registry_lists_the_shipped_losses_with_their_stan_files():
             "params: loss 'squared' takes no parameters",
         ),
         (lambda: get_loss("tilted"), r"params: loss 'tilted' takes parameters \['q'\]"),
-        (lambda: utility([1.0], "linear", -2.0), r"scale \(M\) must be positive"),
-        (lambda: utility([1.0], "exp", 0.0), r"scale \(gamma\) must be positive"),
-        (lambda: utility([1.0], "log", 1.0), "utility: unknown utility 'log'"),
+        (lambda: utility_from_losses([1.0], "linear", -2.0), r"scale \(M\) must be positive"),
+        (lambda: utility_from_losses([1.0], "exp", 0.0), r"scale \(gamma\) must be positive"),
+        (lambda: utility_from_losses([1.0], "log", 1.0), "utility: unknown utility 'log'"),
         (lambda: utility_scale([1.0], "linear", 0), "percentile must be in"),
         (lambda: utility_scale([-1.0, 0.0], "linear"), "M must be positive"),
         (lambda: get_loss("squared").bayes_decision(np.empty((0, 3))), "draws must"),

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 import pytest
 from scipy.stats import norm
 
+from stanflow.lcvi import utility as utility_module
 from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import (
     normal_outcomes,
@@ -51,9 +50,7 @@ def test_matches_an_explicit_loop_over_draws_and_data_points():
 def test_utility_at_locations_matches_an_explicit_loop_in_any_chunks(
     monkeypatch, chunk_elements
 ):
-    # the module, not the function stanflow.lcvi.utility that shadows it
-    module = importlib.import_module("stanflow.lcvi.utility")
-    monkeypatch.setattr(module, "CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr(utility_module, "CHUNK_ELEMENTS", chunk_elements)
     rng = np.random.default_rng(4)
     loc, eps_y = rng.normal(size=(6, 3)), rng.standard_normal((4, 3))
     loss, gamma = get_loss("squared"), 0.7

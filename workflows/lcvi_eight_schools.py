@@ -46,8 +46,8 @@ from stanflow.lcvi import (
     empirical_risk,
     get_loss,
     run_lcvi,
+    to_idata,
 )
-from stanflow.lcvi.loop import to_idata
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure
 

@@ -53,8 +53,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stanflow.idata import save
-from stanflow.lcvi import empirical_risk, get_loss, run_lcvi
-from stanflow.lcvi.loop import to_idata
+from stanflow.lcvi import empirical_risk, get_loss, run_lcvi, to_idata
 from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,

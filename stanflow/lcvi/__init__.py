@@ -12,23 +12,29 @@ of the decisions ``h``.
 - :mod:`~stanflow.lcvi.problem`: models in LCVI templates (eight schools, normal mean);
 - :mod:`~stanflow.lcvi.mf`: probabilistic matrix factorisation of Last.fm counts;
 - :mod:`~stanflow.lcvi.stan`: compiling the templates ``stan/lcvi/*_lcvi.stan``, their data;
-- :mod:`~stanflow.lcvi.loop`: the LCVI loop into InferenceData.
+- :mod:`~stanflow.lcvi.loop`: the LCVI loop (:func:`run_lcvi`, :func:`lcvi`);
+- :mod:`~stanflow.lcvi.decision_step`: the loop's decision step and the record
+  of each fit (empirical risk, settling);
+- :mod:`~stanflow.lcvi.results`: what the loop returns (:class:`Loop`,
+  :class:`Step`, :class:`PlainVI`) and its InferenceData (:func:`to_idata`).
+
+No exported name is also the name of a module of this package.
 
 See ``docs/lcvi.md``.
 """
 
-from stanflow.lcvi.loop import (
-    ADVI_DEFAULTS,
-    PlainVI,
-    bayes_decisions,
-    empirical_risk,
-    lcvi,
-    run_lcvi,
-    settled,
+from stanflow.lcvi.decision_step import bayes_decisions, empirical_risk, settled
+from stanflow.lcvi.loop import ADVI_DEFAULTS, lcvi, run_lcvi
+from stanflow.lcvi.losses import (
+    LOSSES,
+    Loss,
+    get_loss,
+    utility_from_losses,
+    utility_scale,
 )
-from stanflow.lcvi.losses import LOSSES, Loss, get_loss, utility, utility_scale
 from stanflow.lcvi.numeric_decisions import stan_loss
 from stanflow.lcvi.problem import Problem, eight_schools, normal_mean
+from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
     normal_outcomes,
@@ -41,9 +47,11 @@ from stanflow.lcvi.utility import (
 __all__ = [
     "ADVI_DEFAULTS",
     "LOSSES",
+    "Loop",
     "Loss",
     "PlainVI",
     "Problem",
+    "Step",
     "bayes_decisions",
     "eight_schools",
     "empirical_risk",
@@ -57,8 +65,9 @@ __all__ = [
     "stan_data",
     "stan_loss",
     "theta_draws",
-    "utility",
+    "to_idata",
     "utility_at_locations",
+    "utility_from_losses",
     "utility_per_theta",
     "utility_scale",
     "utility_term",

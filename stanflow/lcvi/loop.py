@@ -10,10 +10,11 @@ stanflow's resumable ADVI (:mod:`stanflow.advi`):
    :func:`stanflow.lcvi.losses.utility_scale`) unless given.
 2. **LCVI** continues from the state at ``branch_iter`` with the utility term
    in the target, in blocks of ``decision_every`` iterations up to ``iter``.
-   Between blocks the decision step sets ``h_b`` to the decisions of the
-   block's fit: the Bayes decision of its predictive with the likelihood's
-   noise integrated out (:meth:`stanflow.lcvi.losses.Loss.mixture_decision`),
-   or the numerical maximiser of the estimated utility term
+   Between blocks the decision step (:mod:`stanflow.lcvi.decision_step`) sets
+   ``h_b`` to the decisions of the block's fit: the Bayes decision of its
+   predictive with the likelihood's noise integrated out
+   (:meth:`stanflow.lcvi.losses.Loss.mixture_decision`), or the numerical
+   maximiser of the estimated utility term
    (:func:`stanflow.lcvi.utility.utility_decisions`).
 
 The decisions are thus optimised jointly with the variational parameters, as
@@ -28,7 +29,8 @@ numbers), so a decision moves only when the approximation does.
    continued as far (the ``baseline``).
 
 Both methods get the same budget and the same random numbers until the
-branch, so their risks are paired.
+branch, so their risks are paired. What the loop returns is in
+:mod:`stanflow.lcvi.results`.
 """
 
 from __future__ import annotations
@@ -37,26 +39,22 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import arviz as az
 import cmdstanpy
 import numpy as np
-import xarray as xr
 
 from stanflow.advi import AdviState, run_advi
-from stanflow.idata import to_inference_data
+from stanflow.lcvi.decision_step import DECISIONS, Judge, bayes_decisions, settled
 from stanflow.lcvi.losses import Loss, utility_scale
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
 from stanflow.lcvi.stan import lcvi_model, stan_data
-from stanflow.lcvi.utility import (
-    normal_outcomes,
-    outcome_base_samples,
-    utility_at_locations,
-    utility_decisions,
-)
+from stanflow.lcvi.utility import outcome_base_samples
 from stanflow.runs.arguments import check_args
 
 ADVI_DEFAULTS: dict[str, Any] = {
@@ -69,135 +67,6 @@ ADVI_DEFAULTS: dict[str, Any] = {
 }
 """ADVI settings (CmdStan's names) unless overridden. ``tol_rel_obj`` is so
 small that ADVI never stops early: every run does its ``iter`` iterations."""
-
-DECISIONS = ("bayes", "utility")
-
-
-class Step(NamedTuple):
-    """One fit of the loop and what it is judged by.
-
-    Attributes
-    ----------
-    fit : cmdstanpy.CmdStanVB
-    state : AdviState
-        ADVI's state at the fit (its iteration, the approximation's parameters).
-    decisions : ndarray, shape (N,)
-        Decisions taken from this fit (the decision step).
-    elbo : float
-        ``E_q[target] - weight U + entropy(q)``: the model's target (its
-        ``log_p__``, up to the constants Stan drops, holding ``weight U``)
-        averaged over the fit's draws, ``U`` over the loop's draws of the
-        state, the entropy exact. A block that was not the last writes only
-        ``elbo_samples`` draws (as many as CmdStan estimates its ELBO from);
-        the last writes ``output_samples``.
-    utility : float
-        ``U`` at the decisions the fit was run with (those of the previous
-        step; plain VI's own for plain VI).
-    risk : float
-        Empirical risk ``mean_n l(y_n, decisions_n)`` on the problem's ``y``.
-    seconds : float
-        Wall time of the ADVI runs that led to this fit from the previous one.
-    """
-
-    fit: cmdstanpy.CmdStanVB
-    state: AdviState
-    decisions: np.ndarray
-    elbo: float
-    utility: float
-    risk: float
-    seconds: float
-
-
-class PlainVI(NamedTuple):
-    """Plain VI's part of the loop, which LCVI branches off.
-
-    Pass it as ``vi`` to :func:`run_lcvi` to calibrate several losses on one
-    plain-VI run (the states are files: the loop's ``output_dir`` must outlive
-    the calls).
-
-    Attributes
-    ----------
-    fit : cmdstanpy.CmdStanVB
-        Plain VI after ``iter`` iterations.
-    branch, end : AdviState
-        Its states at ``branch_iter`` and at ``iter``.
-    seconds : float
-        Wall time of its ADVI runs.
-    """
-
-    fit: cmdstanpy.CmdStanVB
-    branch: AdviState
-    end: AdviState
-    seconds: float
-
-
-class Loop(NamedTuple):
-    """What :func:`run_lcvi` did.
-
-    Attributes
-    ----------
-    vi : PlainVI
-    steps : list of Step
-        ``steps[0]`` is plain VI after ``iter`` iterations (its decisions are
-        ``h_0``, its losses set the scale), then one step per LCVI block;
-        ``steps[-1]`` is LCVI's result.
-    baseline : Step
-        Plain VI after as many iterations as LCVI's result: what LCVI is
-        compared with (``steps[0]`` unless LCVI went on past ``iter``).
-    scale : float
-        ``M`` or ``gamma`` used.
-    settled : bool
-        Whether the last decision step moved no decision by more than ``tol``.
-    args : dict
-        The ADVI settings of every run, ``eta`` (adapted or given) included.
-    eps_y : ndarray, shape (S, N)
-        The fixed outcome base samples.
-    eps_theta : ndarray, shape (T, D)
-        The fixed base samples of the draws of every state that the decisions,
-        ``U`` and the risks are computed from
-        (:meth:`stanflow.advi.AdviState.draws`).
-    branch_iter : int
-        Iterations shared by plain VI and LCVI.
-    loss : Loss
-    kind, estimator, decision : str
-        The utility, its estimator and the decision step used.
-    """
-
-    vi: PlainVI
-    steps: list[Step]
-    baseline: Step
-    scale: float
-    settled: bool
-    args: dict[str, Any]
-    eps_y: np.ndarray
-    eps_theta: np.ndarray
-    branch_iter: int
-    loss: Loss
-    kind: str
-    estimator: str
-    decision: str
-
-
-def empirical_risk(y: np.ndarray, h: np.ndarray, loss: Loss) -> float:
-    """``mean_n l(y_n, h_n)``; ``y`` and ``h`` of one shape."""
-    y, h = np.asarray(y, dtype=float), np.asarray(h, dtype=float)
-    if h.shape != y.shape:
-        raise ValueError(f"h (decisions) must have shape {y.shape}, got {h.shape}")
-    return float(loss.value(y, h).mean())
-
-
-def settled(previous: np.ndarray, current: np.ndarray, tol: float) -> bool:
-    """Whether ``max |current - previous| <= tol``."""
-    return float(np.max(np.abs(np.asarray(current) - previous))) <= tol
-
-
-def bayes_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
-    """Bayes decisions for the problem's outcomes under the predictive of draws ``z``.
-
-    ``z`` (T, D) are draws of ADVI's unconstrained parameters; the likelihood's
-    noise is integrated out (:meth:`~stanflow.lcvi.losses.Loss.mixture_decision`).
-    """
-    return loss.mixture_decision(problem.location(z), problem.sd)
 
 
 def lcvi(problem: Problem, loss: str | Path | Loss, **options: Any) -> az.InferenceData:
@@ -318,132 +187,56 @@ def run_lcvi(
     Loop
     """
     loss = resolve_loss(loss, **loss_params)
+    # every input, checked before any run
     args = _advi_args(algorithm, advi_args)
-    n_iter = args["iter"]
-    branch = n_iter // 2 if branch_iter is None else branch_iter
-    limit = n_iter if max_iter is None else max_iter
-    _check_options(
-        n_outcomes, n_draws, decision, branch, n_iter, limit, decision_every, tol
-    )
-    # kind, scale, estimator and percentile are checked before any run
-    stan_data(
-        problem,
-        np.zeros(problem.n),
-        np.zeros((1, problem.n)),
-        loss,
-        kind,
-        1.0 if scale is None else scale,
-        estimator,
-    )
-    if not 0 < float(percentile) <= 100:
-        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+    schedule = _Schedule.of(args, branch_iter, max_iter, decision_every, tol)
+    _check_options(n_outcomes, n_draws, decision, schedule)
+    _check_utility(problem, loss, kind, scale, estimator, percentile)
+    if vi is not None:
+        _check_vi(vi, algorithm, schedule)
     model = lcvi_model(loss, problem.template)
     rng = np.random.default_rng(seed)
     eps_y = outcome_base_samples(int(n_outcomes), problem.n, rng, stratified)
 
     with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
-        if output_dir is None:
-            folder = Path(tmp)
-        else:  # a folder of its own per call: loops sharing a plain VI keep their files
-            Path(output_dir).mkdir(parents=True, exist_ok=True)
-            folder = Path(tempfile.mkdtemp(prefix=f"lcvi-{loss.name}-", dir=output_dir))
-
-        def advi(name, weight, h, value, iterations, resume=None, draws=None):
-            run_args = args | {"iter": iterations}
-            if draws is not None:
-                run_args["output_samples"] = draws
-            if resume is not None:  # eta and adaptation are the state's
-                run_args = {
-                    k: v
-                    for k, v in run_args.items()
-                    if k != "eta" and not k.startswith("adapt.")
-                }
-            data = stan_data(problem, h, eps_y, loss, kind, value, estimator, weight)
-            start = time.perf_counter()
-            fit, state = run_advi(
-                model, data, folder, name, seed=seed, args=run_args, resume=resume
-            )
-            return fit, state, time.perf_counter() - start
-
-        if vi is None:
-            h = np.zeros(problem.n)
-            # only the state at the branch is used, not its draws
-            _, fork, seconds = advi("vi-branch", 0.0, h, 1.0, branch, draws=1)
-            fit, end, more = advi("vi", 0.0, h, 1.0, n_iter - branch, fork)
-            vi = PlainVI(fit, fork, end, seconds + more)
-        else:
-            _check_vi(vi, algorithm, branch, n_iter)
-        fit, fork, end = vi.fit, vi.branch, vi.end
-        args["eta"] = end.eta
-        eps_theta = rng.standard_normal((int(n_draws), end.mu.size))
-        h = bayes_decisions(problem, end.draws(eps_theta), loss)
-        if scale is None:
-            loc = problem.location(end.draws(eps_theta))
-            y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
-            scale = utility_scale(loss.value(y_rep, h), kind, percentile)
-        judge = _Judge(
-            problem, eps_y, eps_theta, loss, kind, scale, estimator, decision
+        folder = _call_folder(Path(tmp), output_dir, loss)
+        runner = _Runner(
+            problem, loss, model, eps_y, kind, estimator, seed, args, folder
         )
-        steps = [judge(fit, end, h, h, 0.0, vi.seconds)]
-        # a block that may not be the last writes only the draws of its ELBO
-        light = min(args["output_samples"], args["elbo_samples"])
-        state, done, block = fork, False, 0
-        while state.iteration < n_iter or (not done and state.iteration < limit):
-            block += 1
-            stop = n_iter if state.iteration < n_iter else limit
-            iterations = min(decision_every, stop - state.iteration)
-            start, h_run = state, h
-            draws = None if start.iteration + iterations == limit else light
-            fit, state, seconds = advi(
-                f"lcvi-{block:03d}", 1.0, h_run, scale, iterations, start, draws
+        # plain VI to the branch and to iter; its decisions h_0 from the draws
+        # of its state that every state is judged by (common random numbers)
+        if vi is None:
+            vi = runner.plain_vi(schedule)
+        eps_theta = rng.standard_normal((int(n_draws), vi.end.mu.size))
+        h = bayes_decisions(problem, vi.end.draws(eps_theta), loss)
+        # the utility's scale, from plain VI's losses unless given
+        if scale is None:
+            scale = _scale_from_plain_vi(
+                problem, vi.end, eps_theta, h, loss, kind, percentile, rng
             )
-            step = judge(fit, state, h_run, None, 1.0, seconds)
-            steps.append(step)
-            done = settled(h_run, step.decisions, tol)
-            h = step.decisions
-        if draws is not None and light < args["output_samples"]:
-            # settled before max_iter: the same block again, for all the draws
-            fit, again, more = advi(
-                f"lcvi-{block:03d}-draws", 1.0, h_run, scale, iterations, start
-            )
-            _check_same_state(state, again)
-            steps[-1] = judge(fit, again, h_run, None, 1.0, seconds + more)
+        judge = Judge(
+            problem, loss, kind, scale, estimator, decision, eps_y, eps_theta
+        )
+        steps = [judge.plain_vi(vi.fit, vi.end, h, vi.seconds)]
+        # LCVI from the branch in blocks, each followed by a decision step
+        blocks, done, last = runner.lcvi_blocks(judge, vi.branch, h, schedule)
+        steps += blocks
+        # settled before max_iter: the last block again, for all the draws
+        steps[-1] = runner.with_all_draws(judge, last, steps[-1])
         if not done:
-            moved = float(np.max(np.abs(steps[-1].decisions - steps[-2].decisions)))
-            advice = (
-                f"it reached max_iter = {limit}"
-                if limit > n_iter
-                else "give max_iter > iter to let it go on"
-            )
-            warnings.warn(
-                f"LCVI's decisions still moved by up to {moved:.3g} > tol = {tol:g} "
-                f"in the last block (iteration {state.iteration}): {advice}, or "
-                "use a larger tol",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        baseline = steps[0]
-        if state.iteration > end.iteration:  # plain VI gets the same budget
-            fit, longer, seconds = advi(
-                "vi-longer",
-                0.0,
-                np.zeros(problem.n),
-                1.0,
-                state.iteration - end.iteration,
-                end,
-            )
-            h_vi = bayes_decisions(problem, longer.draws(eps_theta), loss)
-            baseline = judge(fit, longer, h_vi, h_vi, 0.0, seconds)
+            _warn_unsettled(steps, schedule)
+        # plain VI with LCVI's budget
+        baseline = runner.baseline(judge, steps[0], steps[-1].state.iteration)
     return Loop(
         vi,
         steps,
         baseline,
         float(scale),
         done,
-        args,
+        args | {"eta": vi.end.eta},
         eps_y,
         eps_theta,
-        branch,
+        schedule.branch,
         loss,
         kind,
         estimator,
@@ -451,7 +244,278 @@ def run_lcvi(
     )
 
 
+class _Block(NamedTuple):
+    """One LCVI block: ``iterations`` from ``start`` with decisions ``h``.
+
+    ``draws`` is the number of draws its fit writes, ``None`` for
+    ``output_samples``.
+    """
+
+    name: str
+    start: AdviState
+    h: np.ndarray
+    iterations: int
+    draws: int | None
+
+
+class _Schedule(NamedTuple):
+    """When the loop runs what, in ADVI iterations.
+
+    Attributes
+    ----------
+    branch : int
+        Iterations shared by plain VI and LCVI (``branch_iter``).
+    n_iter : int
+        Plain VI's iterations (``iter``), the least LCVI runs to.
+    limit : int
+        The most LCVI runs to while unsettled (``max_iter``).
+    every : int
+        LCVI iterations between decision steps (``decision_every``).
+    tol : float
+        Decisions have settled when a decision step moved none by more.
+    light : int
+        Draws written by a block that may not be the last: those of its ELBO.
+    """
+
+    branch: int
+    n_iter: int
+    limit: int
+    every: int
+    tol: float
+    light: int
+
+    @classmethod
+    def of(
+        cls,
+        args: Mapping[str, Any],
+        branch_iter: int | None,
+        max_iter: int | None,
+        decision_every: int,
+        tol: float,
+    ) -> _Schedule:
+        """The schedule for ADVI settings ``args``, unchecked (:func:`_check_options`)."""
+        n_iter = args["iter"]
+        return cls(
+            n_iter // 2 if branch_iter is None else branch_iter,
+            n_iter,
+            n_iter if max_iter is None else max_iter,
+            decision_every,
+            tol,
+            min(args["output_samples"], args["elbo_samples"]),
+        )
+
+    def goes_on(self, iteration: int, done: bool) -> bool:
+        """Whether LCVI runs another block after ``iteration`` (``done``: settled)."""
+        return iteration < self.n_iter or (not done and iteration < self.limit)
+
+    def block(self, number: int, start: AdviState, h: np.ndarray) -> _Block:
+        """The ``number``-th block, from ``start`` with decisions ``h``.
+
+        It ends at the next decision step, at ``iter`` or at ``max_iter``; only
+        a block that ends at ``max_iter`` is sure to be the last and writes
+        all the draws.
+        """
+        stop = self.n_iter if start.iteration < self.n_iter else self.limit
+        iterations = min(self.every, stop - start.iteration)
+        draws = None if start.iteration + iterations == self.limit else self.light
+        return _Block(f"lcvi-{number:03d}", start, h, iterations, draws)
+
+
+@dataclass(frozen=True, eq=False)
+class _Runner:
+    """The ADVI runs of one loop: one problem, model and seed, one folder.
+
+    Every run has the fixed outcome base samples ``eps_y`` in its data and
+    the ADVI settings ``args``; a resumed run takes ``eta`` and adaptation
+    from its state.
+    """
+
+    problem: Problem
+    loss: Loss
+    model: cmdstanpy.CmdStanModel
+    eps_y: np.ndarray
+    kind: str
+    estimator: str
+    seed: int
+    args: dict[str, Any]
+    folder: Path
+
+    def plain_vi(self, schedule: _Schedule) -> PlainVI:
+        """Plain VI to ``branch_iter``, then on to ``iter``."""
+        # only the state at the branch is used, not its draws
+        _, fork, seconds = self._plain("vi-branch", schedule.branch, draws=1)
+        fit, end, more = self._plain("vi", schedule.n_iter - schedule.branch, fork)
+        return PlainVI(fit, fork, end, seconds + more)
+
+    def lcvi_blocks(
+        self, judge: Judge, fork: AdviState, h: np.ndarray, schedule: _Schedule
+    ) -> tuple[list[Step], bool, _Block]:
+        """LCVI from plain VI's state ``fork`` with decisions ``h``, block by block.
+
+        Returns
+        -------
+        steps : list of Step
+            One per block, judged by ``judge`` (its decision step gives the
+            next block's decisions).
+        settled : bool
+            Whether the last decision step moved no decision by more than
+            ``tol``.
+        last : _Block
+            The last block run.
+        """
+        steps: list[Step] = []
+        state, done, number = fork, False, 0
+        while schedule.goes_on(state.iteration, done):
+            number += 1
+            block = schedule.block(number, state, h)
+            fit, state, seconds = self._lcvi(block, judge.scale)
+            steps.append(judge.lcvi_block(fit, state, block.h, seconds))
+            done = settled(block.h, steps[-1].decisions, schedule.tol)
+            h = steps[-1].decisions
+        return steps, done, block
+
+    def with_all_draws(self, judge: Judge, block: _Block, step: Step) -> Step:
+        """``step``, the fit of ``block``, with all ``output_samples`` draws.
+
+        ``step`` itself if the block wrote them all, else the block run again
+        from its start. Resumed ADVI is deterministic, so the second run must
+        end in ``step``'s state (a ``RuntimeError`` otherwise).
+        """
+        if block.draws is None or block.draws >= self.args["output_samples"]:
+            return step
+        again = block._replace(name=f"{block.name}-draws", draws=None)
+        fit, state, more = self._lcvi(again, judge.scale)
+        _check_same_state(step.state, state)
+        return judge.lcvi_block(fit, state, block.h, step.seconds + more)
+
+    def baseline(self, judge: Judge, plain: Step, iteration: int) -> Step:
+        """Plain VI at ``iteration``: ``plain`` (its step at ``iter``) continued."""
+        end = plain.state
+        if iteration <= end.iteration:
+            return plain
+        fit, longer, seconds = self._plain("vi-longer", iteration - end.iteration, end)
+        h = bayes_decisions(self.problem, longer.draws(judge.eps_theta), self.loss)
+        return judge.plain_vi(fit, longer, h, seconds)
+
+    def _plain(
+        self,
+        name: str,
+        iterations: int,
+        resume: AdviState | None = None,
+        draws: int | None = None,
+    ) -> tuple[cmdstanpy.CmdStanVB, AdviState, float]:
+        """A plain-VI run: the utility term's weight 0."""
+        h = np.zeros(self.problem.n)
+        return self._run(name, 0.0, h, 1.0, iterations, resume, draws)
+
+    def _lcvi(
+        self, block: _Block, scale: float
+    ) -> tuple[cmdstanpy.CmdStanVB, AdviState, float]:
+        """An LCVI block's run: the utility term's weight 1, at ``scale``."""
+        return self._run(
+            block.name,
+            1.0,
+            block.h,
+            scale,
+            block.iterations,
+            block.start,
+            block.draws,
+        )
+
+    def _run(
+        self,
+        name: str,
+        weight: float,
+        h: np.ndarray,
+        scale: float,
+        iterations: int,
+        resume: AdviState | None,
+        draws: int | None,
+    ) -> tuple[cmdstanpy.CmdStanVB, AdviState, float]:
+        """One ADVI run of ``iterations``; its fit, end state and wall time."""
+        run_args = self.args | {"iter": iterations}
+        if draws is not None:
+            run_args["output_samples"] = draws
+        if resume is not None:  # eta and adaptation are the state's
+            run_args = {
+                k: v
+                for k, v in run_args.items()
+                if k != "eta" and not k.startswith("adapt.")
+            }
+        data = stan_data(
+            self.problem,
+            h,
+            self.eps_y,
+            self.loss,
+            self.kind,
+            scale,
+            self.estimator,
+            weight,
+        )
+        start = time.perf_counter()
+        fit, state = run_advi(
+            self.model,
+            data,
+            self.folder,
+            name,
+            seed=self.seed,
+            args=run_args,
+            resume=resume,
+        )
+        return fit, state, time.perf_counter() - start
+
+
+def _call_folder(tmp: Path, output_dir: str | Path | None, loss: Loss) -> Path:
+    """The folder of the call's files: ``tmp``, or a new ``output_dir/lcvi-<loss>-*``."""
+    if output_dir is None:
+        return tmp
+    # a folder of its own per call: loops sharing a plain VI keep their files
+    Path(output_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"lcvi-{loss.name}-", dir=output_dir))
+
+
+def _scale_from_plain_vi(
+    problem: Problem,
+    end: AdviState,
+    eps_theta: np.ndarray,
+    h: np.ndarray,
+    loss: Loss,
+    kind: str,
+    percentile: float,
+    rng: np.random.Generator,
+) -> float:
+    """``M`` or ``gamma`` from the losses at ``h`` of plain VI's predictive draws.
+
+    One outcome per draw of the state ``end`` (from ``eps_theta``), its noise
+    drawn from ``rng``.
+    """
+    loc = problem.location(end.draws(eps_theta))
+    y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
+    return utility_scale(loss.value(y_rep, h), kind, percentile)
+
+
+def _warn_unsettled(steps: list[Step], schedule: _Schedule) -> None:
+    """Warn that the last decision step moved a decision by more than ``tol``.
+
+    The warning points at the caller of :func:`run_lcvi`.
+    """
+    moved = float(np.max(np.abs(steps[-1].decisions - steps[-2].decisions)))
+    advice = (
+        f"it reached max_iter = {schedule.limit}"
+        if schedule.limit > schedule.n_iter
+        else "give max_iter > iter to let it go on"
+    )
+    warnings.warn(
+        f"LCVI's decisions still moved by up to {moved:.3g} > tol = {schedule.tol:g} "
+        f"in the last block (iteration {steps[-1].state.iteration}): {advice}, or "
+        "use a larger tol",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
 def _advi_args(algorithm: str, overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ADVI settings of every run: :data:`ADVI_DEFAULTS` and ``overrides``."""
     if algorithm not in ("meanfield", "fullrank"):
         raise ValueError(
             f"algorithm must be 'meanfield' or 'fullrank', got {algorithm!r}"
@@ -468,40 +532,12 @@ def _advi_args(algorithm: str, overrides: Mapping[str, Any] | None) -> dict[str,
     )
 
 
-def _check_vi(vi: PlainVI, algorithm: str, branch: int, n_iter: int) -> None:
-    if (vi.branch.iteration, vi.end.iteration) != (branch, n_iter):
-        raise ValueError(
-            f"vi: plain VI ran to {vi.branch.iteration} and {vi.end.iteration} "
-            f"iterations, not branch_iter={branch} and iter={n_iter}"
-        )
-    if vi.end.algorithm != algorithm:
-        raise ValueError(f"vi: plain VI is {vi.end.algorithm!r}, not {algorithm!r}")
-    for state in (vi.branch, vi.end):
-        if not state.path.is_file():
-            raise ValueError(f"vi: its state {state.path} no longer exists")
-
-
-def _check_same_state(first: AdviState, again: AdviState) -> None:
-    same = np.array_equal(first.mu, again.mu) and np.array_equal(
-        first.scale, again.scale
-    )
-    if not same:  # resumed ADVI is deterministic: the driver broke its contract
-        raise RuntimeError(
-            f"ADVI resumed twice from one state ended in different states "
-            f"({first.path}, {again.path})"
-        )
-
-
 def _check_options(
-    n_outcomes: int,
-    n_draws: int,
-    decision: str,
-    branch: int,
-    n_iter: int,
-    limit: int,
-    decision_every: int,
-    tol: float,
+    n_outcomes: int, n_draws: int, decision: str, schedule: _Schedule
 ) -> None:
+    """Check the sizes, the decision step's name and the schedule."""
+    branch, n_iter, limit = schedule.branch, schedule.n_iter, schedule.limit
+    decision_every, tol = schedule.every, schedule.tol
     if isinstance(n_outcomes, bool) or int(n_outcomes) < 1:
         raise ValueError(f"n_outcomes must be >= 1, got {n_outcomes!r}")
     if isinstance(n_draws, bool) or int(n_draws) < 1:
@@ -524,102 +560,51 @@ def _check_options(
         raise ValueError(f"tol must be positive, got {tol!r}")
 
 
-class _Judge:
-    """Decisions, ELBO, utility term and risk of a fit (one :class:`Step`)."""
-
-    def __init__(
-        self,
-        problem: Problem,
-        eps_y: np.ndarray,
-        eps_theta: np.ndarray,
-        loss: Loss,
-        kind: str,
-        scale: float,
-        estimator: str,
-        decision: str,
-    ) -> None:
-        self.problem, self.eps_y, self.eps_theta = problem, eps_y, eps_theta
-        self.loss, self.kind, self.scale = loss, kind, scale
-        self.estimator, self.decision = estimator, decision
-
-    def __call__(
-        self,
-        fit: cmdstanpy.CmdStanVB,
-        state: AdviState,
-        h: np.ndarray,
-        decisions: np.ndarray | None,
-        weight: float,
-        seconds: float,
-    ) -> Step:
-        """Judge ``fit`` (at ``state``), run with decisions ``h`` and utility weight ``weight``.
-
-        ``decisions`` are the fit's own when already known (plain VI's
-        ``h_0``), else taken by the decision step.
-        """
-        problem = self.problem
-        loc = problem.location(state.draws(self.eps_theta))
-        u = utility_at_locations(
-            loc,
-            problem.sd,
-            self.eps_y,
-            h,
-            self.loss,
-            self.kind,
-            self.scale,
-            self.estimator,
-        )
-        if decisions is None:
-            decisions = (
-                self.loss.mixture_decision(loc, problem.sd)
-                if self.decision == "bayes"
-                else utility_decisions(
-                    normal_outcomes(loc, problem.sd, self.eps_y),
-                    self.loss,
-                    self.kind,
-                    self.scale,
-                    self.estimator,
-                )
-            )
-        # log_p__ is the target, so it holds weight * U: take it out again
-        log_p = np.mean(fit.variational_sample_pd["log_p__"].to_numpy())
-        elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)
-        risk = empirical_risk(problem.y, decisions, self.loss)
-        return Step(fit, state, decisions, float(elbo), float(u.mean()), risk, seconds)
-
-
-def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:
-    """InferenceData of LCVI's last fit with the loop's record as group ``decisions``."""
-    steps = loop.steps
-    idata = to_inference_data(steps[-1].fit, dims=dict(problem.dims))
-    decisions = xr.Dataset(
-        {
-            "h": (("iteration", "decision"), np.stack([s.decisions for s in steps])),
-            "elbo": ("iteration", [s.elbo for s in steps]),
-            "utility": ("iteration", [s.utility for s in steps]),
-            "risk": ("iteration", [s.risk for s in steps]),
-            "seconds": ("iteration", [s.seconds for s in steps]),
-            "advi_iteration": ("iteration", [s.state.iteration for s in steps]),
-            "baseline_h": ("decision", loop.baseline.decisions),
-            "baseline_risk": loop.baseline.risk,
-            "baseline_advi_iteration": loop.baseline.state.iteration,
-        },
-        coords={"iteration": np.arange(len(steps))},
-        attrs={
-            "problem": problem.name,
-            "loss": loop.loss.name,
-            "loss_params": list(loop.loss.params),
-            "utility_kind": loop.kind,
-            "scale": loop.scale,
-            "estimator": loop.estimator,
-            "decision_rule": loop.decision,
-            "settled": int(loop.settled),
-            "branch_iter": loop.branch_iter,
-        }
-        | {
-            f"advi_{k.replace('.', '_')}": int(v) if isinstance(v, bool) else v
-            for k, v in loop.args.items()
-            if isinstance(v, (int, float, str))
-        },
+def _check_utility(
+    problem: Problem,
+    loss: Loss,
+    kind: str,
+    scale: float | None,
+    estimator: str,
+    percentile: float,
+) -> None:
+    """Check the utility, its scale (if given), the estimator and ``percentile``."""
+    # as the runs' data will be checked
+    stan_data(
+        problem,
+        np.zeros(problem.n),
+        np.zeros((1, problem.n)),
+        loss,
+        kind,
+        1.0 if scale is None else scale,
+        estimator,
     )
-    idata.add_groups({"decisions": decisions})
-    return idata
+    if not 0 < float(percentile) <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+
+
+def _check_vi(vi: PlainVI, algorithm: str, schedule: _Schedule) -> None:
+    """Check that plain VI of an earlier loop fits this one and its states exist."""
+    branch, n_iter = schedule.branch, schedule.n_iter
+    if (vi.branch.iteration, vi.end.iteration) != (branch, n_iter):
+        raise ValueError(
+            f"vi: plain VI ran to {vi.branch.iteration} and {vi.end.iteration} "
+            f"iterations, not branch_iter={branch} and iter={n_iter}"
+        )
+    if vi.end.algorithm != algorithm:
+        raise ValueError(f"vi: plain VI is {vi.end.algorithm!r}, not {algorithm!r}")
+    for state in (vi.branch, vi.end):
+        if not state.path.is_file():
+            raise ValueError(f"vi: its state {state.path} no longer exists")
+
+
+def _check_same_state(first: AdviState, again: AdviState) -> None:
+    """Check that an ADVI run resumed twice from one state ended in one state."""
+    same = np.array_equal(first.mu, again.mu) and np.array_equal(
+        first.scale, again.scale
+    )
+    if not same:  # resumed ADVI is deterministic: the driver broke its contract
+        raise RuntimeError(
+            f"ADVI resumed twice from one state ended in different states "
+            f"({first.path}, {again.path})"
+        )

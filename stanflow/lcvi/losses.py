@@ -18,11 +18,12 @@ Each loss also exists in Stan as ``stan/lcvi/losses/<name>.stanfunctions``
 defining ``vector loss(vector y, vector h, vector loss_params)`` (elementwise),
 the slot ``loss.stanfunctions`` of ``stan/lcvi/eight_schools_lcvi.stan``.
 
-Utilities (Kusmierczyk, Sakaya and Klami 2019): ``"linear"`` is ``u = M - l``,
-``"exp"`` is ``u = exp(-gamma l)``. The *scale* (``M`` or ``gamma``) comes from
-the losses seen under plain VI by :func:`utility_scale`: ``M`` is their
-``p``-th percentile (the paper's M90 for ``p = 90``), and ``gamma = 1 / M``,
-so that ``u`` falls to ``exp(-1)`` at the same loss.
+Utilities (Kusmierczyk, Sakaya and Klami 2019, :func:`utility_from_losses`):
+``"linear"`` is ``u = M - l``, ``"exp"`` is ``u = exp(-gamma l)``. The *scale*
+(``M`` or ``gamma``) comes from the losses seen under plain VI by
+:func:`utility_scale`: ``M`` is their ``p``-th percentile (the paper's M90 for
+``p = 90``), and ``gamma = 1 / M``, so that ``u`` falls to ``exp(-1)`` at the
+same loss.
 """
 
 from __future__ import annotations
@@ -316,8 +317,8 @@ def get_loss(name: str | Loss, **params: float) -> Loss:
         ) from None
 
 
-def utility(losses: np.ndarray, kind: str, scale: float) -> np.ndarray:
-    """Utility from losses: ``scale - l`` (``"linear"``) or ``exp(-scale l)`` (``"exp"``).
+def utility_from_losses(losses: np.ndarray, kind: str, scale: float) -> np.ndarray:
+    """Utilities of losses: ``scale - l`` (``"linear"``) or ``exp(-scale l)`` (``"exp"``).
 
     Parameters
     ----------

@@ -1,0 +1,166 @@
+"""The LCVI loop's decision step, and what each of its fits is judged by.
+
+After every ADVI fit the loop takes decisions from the fit's state and records
+its ELBO, utility term and empirical risk as a
+:class:`~stanflow.lcvi.results.Step` (:class:`Judge`). The decision step is
+either the Bayes decision of the fit's predictive with the likelihood's noise
+integrated out (``"bayes"``, :meth:`stanflow.lcvi.losses.Loss.mixture_decision`)
+or the maximiser of the estimated utility term (``"utility"``,
+:func:`stanflow.lcvi.utility.utility_decisions`). The loop stops taking
+decision steps once they have :func:`settled`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cmdstanpy
+import numpy as np
+
+from stanflow.advi import AdviState
+from stanflow.lcvi.losses import Loss
+from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.results import Step
+from stanflow.lcvi.utility import (
+    normal_outcomes,
+    utility_at_locations,
+    utility_decisions,
+)
+
+DECISIONS = ("bayes", "utility")
+"""The decision steps: the predictive's Bayes decision, or the utility term's maximiser."""
+
+
+def empirical_risk(y: np.ndarray, h: np.ndarray, loss: Loss) -> float:
+    """``mean_n l(y_n, h_n)``; ``y`` and ``h`` of one shape."""
+    y, h = np.asarray(y, dtype=float), np.asarray(h, dtype=float)
+    if h.shape != y.shape:
+        raise ValueError(f"h (decisions) must have shape {y.shape}, got {h.shape}")
+    return float(loss.value(y, h).mean())
+
+
+def settled(previous: np.ndarray, current: np.ndarray, tol: float) -> bool:
+    """Whether ``max |current - previous| <= tol``."""
+    return float(np.max(np.abs(np.asarray(current) - previous))) <= tol
+
+
+def bayes_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
+    """Bayes decisions for the problem's outcomes under the predictive of draws ``z``.
+
+    ``z`` (T, D) are draws of ADVI's unconstrained parameters; the likelihood's
+    noise is integrated out (:meth:`~stanflow.lcvi.losses.Loss.mixture_decision`).
+    """
+    return loss.mixture_decision(problem.location(z), problem.sd)
+
+
+@dataclass(frozen=True, eq=False)
+class Judge:
+    """The decision step and the record of every fit of one loop.
+
+    Guarantee: a :class:`~stanflow.lcvi.results.Step` depends only on the
+    ADVI state, the fit's ``log_p__`` draws and the decisions the fit was run
+    with. The state's draws come from the loop's fixed base samples
+    ``eps_theta`` and the outcomes from its fixed ``eps_y`` (common random
+    numbers), so equal states get equal decisions: a decision moves only when
+    the approximation does.
+
+    Parameters
+    ----------
+    problem : Problem
+    loss : Loss
+    kind : {"linear", "exp"}
+        The utility.
+    scale : float
+        Its ``M`` or ``gamma``.
+    estimator : {"naive", "linearised"}
+        The utility term's estimator.
+    decision : {"bayes", "utility"}
+        The decision step (:data:`DECISIONS`).
+    eps_y : ndarray, shape (S, N)
+        The loop's fixed outcome base samples.
+    eps_theta : ndarray, shape (T, D)
+        The loop's fixed base samples of the draws of every state.
+    """
+
+    problem: Problem
+    loss: Loss
+    kind: str
+    scale: float
+    estimator: str
+    decision: str
+    eps_y: np.ndarray
+    eps_theta: np.ndarray
+
+    def plain_vi(
+        self,
+        fit: cmdstanpy.CmdStanVB,
+        state: AdviState,
+        decisions: np.ndarray,
+        seconds: float,
+    ) -> Step:
+        """A plain-VI fit (utility weight 0) at its own Bayes ``decisions``.
+
+        Plain VI runs with the utility term switched off, so ``U`` is taken at
+        these decisions too.
+        """
+        return self._step(fit, state, decisions, decisions, 0.0, seconds)
+
+    def lcvi_block(
+        self,
+        fit: cmdstanpy.CmdStanVB,
+        state: AdviState,
+        h: np.ndarray,
+        seconds: float,
+    ) -> Step:
+        """An LCVI block's fit (utility weight 1), run with decisions ``h``.
+
+        Its own decisions, for the next block, are taken by the decision step.
+        """
+        return self._step(fit, state, h, None, 1.0, seconds)
+
+    def decide(self, loc: np.ndarray) -> np.ndarray:
+        """The decision step for a state whose draws have locations ``loc`` (T, N)."""
+        problem = self.problem
+        if self.decision == "bayes":
+            return self.loss.mixture_decision(loc, problem.sd)
+        return utility_decisions(
+            normal_outcomes(loc, problem.sd, self.eps_y),
+            self.loss,
+            self.kind,
+            self.scale,
+            self.estimator,
+        )
+
+    def _step(
+        self,
+        fit: cmdstanpy.CmdStanVB,
+        state: AdviState,
+        h: np.ndarray,
+        decisions: np.ndarray | None,
+        weight: float,
+        seconds: float,
+    ) -> Step:
+        """Judge ``fit`` (at ``state``), run with decisions ``h`` and weight ``weight``.
+
+        ``decisions`` are the fit's own when already known, else taken by the
+        decision step.
+        """
+        problem = self.problem
+        loc = problem.location(state.draws(self.eps_theta))
+        u = utility_at_locations(
+            loc,
+            problem.sd,
+            self.eps_y,
+            h,
+            self.loss,
+            self.kind,
+            self.scale,
+            self.estimator,
+        )
+        if decisions is None:
+            decisions = self.decide(loc)
+        # log_p__ is the target, so it holds weight * U: take it out again
+        log_p = np.mean(fit.variational_sample_pd["log_p__"].to_numpy())
+        elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)
+        risk = empirical_risk(problem.y, decisions, self.loss)
+        return Step(fit, state, decisions, float(elbo), float(u.mean()), risk, seconds)
