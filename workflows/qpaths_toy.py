@@ -42,7 +42,8 @@ from scipy import stats
 
 from stanflow.idata import save
 from stanflow.qpaths import log_qpath
-from stanflow.qpaths.smc import ais, smc, thermodynamic_integration
+from stanflow.qpaths.smc import ais, smc
+from stanflow.qpaths.ti import thermodynamic_integration
 from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (

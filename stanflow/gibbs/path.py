@@ -3,9 +3,9 @@
 A Gibbs posterior ``pi_omega(theta) ∝ exp(-omega L_n(theta)) pi(theta)`` is, as
 ``omega`` grows from 0, the geometric annealing path (``q = 1``) from the prior
 ``pi`` to the Gibbs posterior at ``omega_max``, with ``beta = omega / omega_max``.
-One tempered SMC sweep along it (:mod:`stanflow.qpaths.smc`'s pieces: the
-ESS-targeted schedule :func:`~stanflow.qpaths.smc.next_beta`, resampling, the
-random-walk kernel :func:`~stanflow.qpaths.smc.rwm_moves`, or NUTS moves through
+One tempered SMC sweep along it (:mod:`stanflow.qpaths.kernels`' pieces: the
+ESS-targeted schedule :func:`~stanflow.qpaths.kernels.next_beta`, resampling, the
+random-walk kernel :func:`~stanflow.qpaths.kernels.rwm_moves`, or NUTS moves through
 the run layer, :mod:`stanflow.gibbs.path_moves`) leaves equally weighted
 particles for the Gibbs posterior at every ``omega_k`` of its schedule, and
 ``log Z_n(omega_k)`` as the running sum of ``log`` mean incremental weights.
@@ -40,8 +40,7 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.losses import Loss
 from stanflow.gibbs.path_target import GibbsTarget
-from stanflow.qpaths.qmath import log_incremental_weight, log_qpath
-from stanflow.qpaths.smc import (
+from stanflow.qpaths.kernels import (
     RESAMPLING,
     MoveKernel,
     Particles,
@@ -51,6 +50,7 @@ from stanflow.qpaths.smc import (
     resample,
     rwm_moves,
 )
+from stanflow.qpaths.qmath import log_incremental_weight, log_qpath
 
 MOVES = ("rwm", "nuts")
 MIN_PARTICLES_PER_PARAMETER = 50
@@ -144,7 +144,7 @@ def initial_level(rng: np.random.Generator, target: GibbsTarget, n_particles: in
 def next_omega(level: PathLevel, omega_max: float, q: float, target_ess: float) -> float:
     """The next schedule point: the largest ``omega <= omega_max`` keeping the
     effective sample size of the incremental weights at ``target_ess * N``
-    (bisection, :func:`stanflow.qpaths.smc.next_beta`)."""
+    (bisection, :func:`stanflow.qpaths.kernels.next_beta`)."""
     beta = next_beta(_particles(level, omega_max), level.omega / omega_max, q, target_ess)
     return omega_max if beta >= 1.0 else beta * omega_max
 
@@ -176,7 +176,7 @@ def advance(
     n_moves : int
     resampling : {"systematic", "multinomial"}
     moves : callable
-        A :data:`stanflow.qpaths.smc.MoveKernel` targeting ``pi_{beta,q}``
+        A :data:`stanflow.qpaths.kernels.MoveKernel` targeting ``pi_{beta,q}``
         between the prior and the Gibbs posterior at ``omega_max``.
 
     Returns
@@ -227,7 +227,7 @@ class LearningRatePath:
         The schedule keeps this fraction of ``N`` effective per step, in (0, 1).
     resampling : {"systematic", "multinomial"}, default "systematic"
     moves : {"rwm", "nuts"}, default "rwm"
-        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.smc.rwm_moves`)
+        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`)
         or NUTS through the Stan template and the run layer
         (:class:`stanflow.gibbs.path_moves.NutsMoves`, ``q = 1`` only).
     seed : int, optional

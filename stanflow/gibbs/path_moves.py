@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from stanflow.gibbs.path_target import GibbsTarget
-from stanflow.qpaths.smc import LogDensity, Particles, evaluate
+from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
 from stanflow.runs import RunSet, RunSpec
 
 
@@ -47,7 +47,7 @@ def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.n
 
 
 class NutsMoves:
-    """A move kernel (:data:`stanflow.qpaths.smc.MoveKernel`) running the Gibbs template.
+    """A move kernel (:data:`stanflow.qpaths.kernels.MoveKernel`) running the Gibbs template.
 
     Parameters
     ----------

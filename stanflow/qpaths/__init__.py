@@ -3,10 +3,11 @@
 - :mod:`~stanflow.qpaths.qmath`: ``ln_q``, ``exp_q``, the log q-path density,
   SMC incremental weights and the thermodynamic-integration integrand, stable
   in log space and exact at ``q = 1`` (geometric path);
-- :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, resampling,
-  pluggable move kernels, vectorised random-walk Metropolis by default), AIS and
-  thermodynamic integration in NumPy, returning ``InferenceData`` with an
-  ``smc`` group;
+- :mod:`~stanflow.qpaths.kernels`: the building blocks (particles, weights,
+  resampling, the adaptive schedule, vectorised random-walk Metropolis);
+- :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, pluggable move
+  kernels) and AIS, returning ``InferenceData`` with an ``smc`` group;
+- :mod:`~stanflow.qpaths.ti`: thermodynamic integration;
 - :mod:`~stanflow.qpaths.stan_moves`: NUTS moves through the q-path Stan
   template and the run layer (particles as chains);
 - :mod:`~stanflow.qpaths.stan_ti`: thermodynamic integration with NUTS at every
@@ -24,6 +25,7 @@ See ``docs/qpaths.md``.
 """
 
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import LogisticTarget, load_uci
 from stanflow.qpaths.qmath import (
     dlog_qpath_dbeta,
@@ -33,10 +35,11 @@ from stanflow.qpaths.qmath import (
     log_qpath,
     q_from_delta,
 )
-from stanflow.qpaths.smc import ais, rwm_moves, smc, thermodynamic_integration
+from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 from stanflow.qpaths.stan_moves import StanMoves
 from stanflow.qpaths.stan_ti import thermodynamic_integration_stan
+from stanflow.qpaths.ti import thermodynamic_integration
 
 __all__ = [
     "LogisticTarget",

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from stanflow.qpaths.smc import LogDensity, Particles, evaluate
+from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
 from stanflow.runs import RunSet, RunSpec
 
 DATA_KEYS = ("d", "n_base_params", "base_params", "n_target_params", "target_params")

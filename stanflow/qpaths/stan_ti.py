@@ -7,7 +7,7 @@ averaged. All betas form one :class:`~stanflow.runs.RunSet`, so the run layer
 packs them into a few processes (or spreads them over a Dask cluster) and a
 run set interrupted half-way resumes where it stopped. The integrand means'
 Monte Carlo errors use ArviZ's effective sample sizes; the trapezoid sum and
-its errors are :func:`stanflow.qpaths.smc.ti_result`'s.
+its errors are :func:`stanflow.qpaths.ti.ti_result`'s.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ import arviz as az
 import numpy as np
 from numpy.typing import ArrayLike
 
-from stanflow.qpaths.smc import _check_q, _check_schedule, ti_result
+from stanflow.qpaths.kernels import check_schedule
+from stanflow.qpaths.qmath import _check_q
 from stanflow.qpaths.stan_moves import DATA_KEYS
+from stanflow.qpaths.ti import ti_result
 from stanflow.runs import RunSet, RunSpec
 
 
@@ -71,11 +73,11 @@ def thermodynamic_integration_stan(
     arviz.InferenceData
         Group ``smc`` with ``beta``, ``integrand``, ``integrand_mcse``,
         ``ess`` and ``divergences`` (dim ``step``) and the attributes of
-        :func:`stanflow.qpaths.smc.thermodynamic_integration` (``log_z``,
+        :func:`stanflow.qpaths.ti.thermodynamic_integration` (``log_z``,
         ``log_z_se``, ...).
     """
     q = float(_check_q(q))
-    betas = _check_schedule(schedule)
+    betas = check_schedule(schedule)
     if len(betas) % 2 == 0 or len(betas) < 3:
         raise ValueError(f"schedule must have an odd number (>= 3) of betas, got {len(betas)}")
     missing = [key for key in DATA_KEYS if key not in data]
