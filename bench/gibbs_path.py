@@ -7,8 +7,8 @@
 
    - path: ``LearningRatePath`` (4000 particles, 3 random-walk moves per schedule
      point, NumPy check loss) + ``path_gpc`` (root of the bootstrap coverage);
-   - reweight: ``gpc(backend="stan")`` with its defaults (one Stan proposal of 20000
-     draws through the run layer, Robbins-Monro steps, eps = 0.01, 16 steps).
+   - reweight: ``calibrate_gpc(backend="stan")`` with its defaults (one Stan proposal
+     of 20000 draws through the run layer, Robbins-Monro steps, eps = 0.01, 16 steps).
 
    Accuracy: distance to each data set's bootstrap fixed point, GPC's own rule with
    eps = 0 and up to 200 steps (reweight design; not timed).
@@ -29,7 +29,7 @@ import numpy as np
 from _common import RESULTS_DIR, machine_info, print_table, write_results
 
 from stanflow.gibbs import loss_function
-from stanflow.gibbs.gpc import gpc, risk_minimiser
+from stanflow.gibbs.gpc import calibrate_gpc, risk_minimiser
 from stanflow.gibbs.path import LearningRatePath
 from stanflow.gibbs.path_gpc import path_gpc
 from stanflow.gibbs.path_target import GibbsTarget
@@ -71,7 +71,7 @@ def path_calibration(y: np.ndarray, X: np.ndarray, beta: np.ndarray, seed: int) 
 
 def reweight_calibration(y: np.ndarray, X: np.ndarray, beta: np.ndarray, seed: int, **kwargs) -> dict:
     start = time.perf_counter()
-    c = gpc(y, **LOSS, **PRIOR, X=X, estimate=beta, backend="stan", B=B, seed=seed, **kwargs).calibration
+    c = calibrate_gpc(y, **LOSS, **PRIOR, X=X, estimate=beta, backend="stan", B=B, seed=seed, **kwargs).calibration
     wall = time.perf_counter() - start
     return {
         "omega": float(c["omega"]),

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate, get_loss, information_matching
+from stanflow.gibbs import calibrate_holmes_walker, calibrate_plugin, get_loss
 from stanflow.gibbs.loss_terms import stan_terms
 from stanflow.gibbs.plugin import sensitivity_from_terms
 
@@ -34,8 +34,8 @@ CASES = {
 def test_location_plugin_from_the_stan_file_equals_numpy(cmdstan, name):
     y, params = CASES[name]
     loss = get_loss(name)
-    expected = calibrate(y, loss=name, loss_params=params, bandwidth=0.4).calibration
-    got = calibrate(
+    expected = calibrate_plugin(y, loss=name, loss_params=params, bandwidth=0.4).calibration
+    got = calibrate_plugin(
         y, loss=loss.stan_file, loss_params=list(loss.bind(params)), bandwidth=0.4
     ).calibration
     assert got.attrs["derivatives"] == "stan (in process)"
@@ -50,7 +50,7 @@ def test_quantile_regression_plugin_and_holmes_walker_from_the_stan_file(cmdstan
     y = X @ [1.0, 0.5] + rng.standard_t(4, size=60)
     estimate = np.array([0.7, 0.45])
     loss = get_loss("check")
-    for calibration in (calibrate, information_matching):
+    for calibration in (calibrate_plugin, calibrate_holmes_walker):
         expected = calibration(
             y, loss="check", loss_params={"tau": 0.25}, X=X, estimate=estimate
         ).calibration
@@ -63,8 +63,8 @@ def test_quantile_regression_plugin_and_holmes_walker_from_the_stan_file(cmdstan
 
 def test_replicates_are_calibrated_one_by_one(cmdstan):
     y = np.random.default_rng(4).normal(size=(3, 21))
-    expected = calibrate(y, loss="absolute", bandwidth=0.5).calibration
-    got = calibrate(y, loss=get_loss("absolute").stan_file, bandwidth=0.5).calibration
+    expected = calibrate_plugin(y, loss="absolute", bandwidth=0.5).calibration
+    got = calibrate_plugin(y, loss=get_loss("absolute").stan_file, bandwidth=0.5).calibration
     np.testing.assert_allclose(got["omega"], expected["omega"], rtol=1e-6)
 
 
@@ -89,7 +89,7 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
         "real loss(real y, real f, vector loss_params) {\n"
         "  return log(cosh(y - f));\n}\n"
     )
-    group = calibrate(Y_REAL, loss=file).calibration
+    group = calibrate_plugin(Y_REAL, loss=file).calibration
     theta = float(group["estimate"][0])
     u = Y_REAL - theta
     assert abs(np.tanh(u).sum()) < 1e-6 * len(u)  # the risk's minimiser
@@ -102,12 +102,12 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
 
 def test_bad_loss_files_and_parameters_are_clear_errors(cmdstan, tmp_path):
     with pytest.raises(ValueError, match="loss: file not found"):
-        calibrate(Y_REAL, loss=tmp_path / "missing.stanfunctions")
+        calibrate_plugin(Y_REAL, loss=tmp_path / "missing.stanfunctions")
     with pytest.raises(TypeError, match="loss_params must be a sequence"):
-        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")
+        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")
     with pytest.raises(ValueError, match=r"loss_params\['tau'\] of check.stanfunctions must be finite"):
-        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params=[np.nan])
+        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params=[np.nan])
     with pytest.raises(ValueError, match=r"check.stanfunctions takes 1 parameter\(s\) \['tau'\], got 0"):
-        calibrate(Y_REAL, loss=get_loss("check").stan_file)
+        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file)
     with pytest.raises(ValueError, match=r"must be finite and in \(0, 1\), got 1.5"):
-        calibrate(Y_REAL, loss=get_loss("check").stan_file, loss_params=[1.5])
+        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params=[1.5])

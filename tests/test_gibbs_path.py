@@ -27,7 +27,7 @@ import pytest
 from scipy import stats
 
 from stanflow.gibbs import grid, log_prior_on_grid, loss_function
-from stanflow.gibbs.gpc import bootstrap_indices, gpc, grid_coverage
+from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, grid_coverage
 from stanflow.gibbs.losses import Loss
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic
@@ -245,8 +245,8 @@ def test_root_found_gpc_equals_the_bootstrap_fixed_point():
         c = path_gpc(path, [estimate], seed=r)
         root, se = float(c["omega"]), float(c["omega_se"])
         assert bool(c["converged"]) and float(c["coverage"]) == 0.95
-        fixed = gpc(y, bounds=(0, 8), seed=r, estimate=estimate, grid_points=801,
-                    eps=0.0, max_steps=300).calibration
+        fixed = calibrate_gpc(y, bounds=(0, 8), seed=r, estimate=estimate, grid_points=801,
+                              eps=0.0, max_steps=300).calibration
         assert bool(fixed["converged"])
         plateau = 1 / abs(float(c["count_slope"]))
         assert abs(root - float(fixed["omega"])) < 3 * se + plateau, (r, root, float(fixed["omega"]), se)

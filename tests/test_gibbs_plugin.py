@@ -9,7 +9,7 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate, loss_function, plugin
+from stanflow.gibbs import calibrate_plugin, loss_function, plugin
 
 # Gamma(2, 1): F(m) = 1 - exp(-m) (1 + m) = 1/2 at m = 1.67835; f(m) = m exp(-m).
 MEDIAN = 1.6783469900166608
@@ -86,7 +86,7 @@ def test_plugin_converges_to_two_f_of_the_median():
     replications = 100
     spreads = []
     for n in (100, 1000, 10000):
-        c = calibrate(rng.gamma(2.0, 1.0, size=(replications, n))).calibration
+        c = calibrate_plugin(rng.gamma(2.0, 1.0, size=(replications, n))).calibration
         omega = c["omega"].values
         bias = float(c["bandwidth"].median()) ** 2 * abs(MEDIAN - 2) * math.exp(-MEDIAN)
         tolerance = 4 * omega.std() / math.sqrt(replications) + bias
@@ -100,7 +100,7 @@ def test_plugin_for_a_quantile_of_exponential_data_is_one_over_tau():
     # Check loss at tau: H = f(q_tau), J = tau (1 - tau); for Exp(1),
     # q_tau = -log(1 - tau) and f(q_tau) = 1 - tau, so omega* = 1 / tau.
     y = np.random.default_rng(3).exponential(size=(20, 20000))
-    c = calibrate(y, loss="check", loss_params={"tau": 0.25}).calibration
+    c = calibrate_plugin(y, loss="check", loss_params={"tau": 0.25}).calibration
     assert float(c["omega"].mean()) == pytest.approx(4.0, rel=0.03)
     np.testing.assert_allclose(
         c["estimate"].values[:, 0], np.quantile(y, 0.25, -1), atol=1e-3
@@ -117,7 +117,7 @@ def test_vector_plugin_for_heteroscedastic_least_squares():
     X = np.column_stack([np.ones(n), z])
     y = 1 + 2 * z + rng.standard_normal(n) * np.sqrt(1 + z**2)
     beta_hat = np.linalg.lstsq(X, y, rcond=None)[0]
-    c = calibrate(y, loss="squared", X=X, estimate=beta_hat).calibration
+    c = calibrate_plugin(y, loss="squared", X=X, estimate=beta_hat).calibration
 
     assert float(c["omega"]) == pytest.approx(3 / 16, rel=0.05)
     np.testing.assert_allclose(c["sensitivity"], 2 * np.eye(2), atol=0.05)
@@ -129,7 +129,7 @@ def test_vector_plugin_for_heteroscedastic_least_squares():
 
 def test_calibration_group_layout():
     y = np.random.default_rng(5).gamma(2.0, 1.0, size=(7, 60))
-    idata = calibrate(y, bandwidth=0.3)
+    idata = calibrate_plugin(y, bandwidth=0.3)
     c = idata.calibration
     assert set(c.data_vars) == {
         "omega",
@@ -146,7 +146,7 @@ def test_calibration_group_layout():
     # For the absolute loss H = 2 f_hat(theta_hat), with the given bandwidth.
     h = 2 * plugin.kernel_density(y, c["estimate"].values[:, 0], 0.3)
     np.testing.assert_allclose(c["sensitivity"].values[:, 0, 0], h)
-    one = calibrate(y[0], loss="check", loss_params={"tau": 0.5}).calibration
+    one = calibrate_plugin(y[0], loss="check", loss_params={"tau": 0.5}).calibration
     assert one["omega"].dims == () and json.loads(one.attrs["loss_params"]) == {
         "tau": 0.5
     }
@@ -173,4 +173,4 @@ def test_calibration_group_layout():
 def test_bad_input_is_rejected_with_the_argument_named(kwargs, message):
     kwargs = {"y": [0.3, 1.2, 2.0, 4.1], **kwargs}
     with pytest.raises(ValueError, match=message):
-        calibrate(**kwargs)
+        calibrate_plugin(**kwargs)

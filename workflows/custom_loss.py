@@ -16,8 +16,9 @@ Then:
 
 1. **Gibbs**: the log-cosh Gibbs posterior of a location on heavy-tailed data
    (Student-t, 3 degrees of freedom), its learning rate by the plug-in
-   (``gibbs.calibrate``), Holmes-Walker and GPC (``gibbs.gpc``, grid backend),
-   and the posterior at the plug-in rate by NUTS against the exact grid.
+   (``gibbs.calibrate_plugin``), Holmes-Walker (``gibbs.calibrate_holmes_walker``)
+   and GPC (``gibbs.calibrate_gpc``, grid backend), and the posterior at the
+   plug-in rate by NUTS against the exact grid.
 2. **LCVI**: decisions for the normal-mean problem under the log-cosh loss,
    plain VI and LCVI (numerical Bayes decisions in process).
 3. **WBB**: a weighted log-cosh regression with a ridge penalty, draws by the
@@ -107,10 +108,10 @@ def gibbs_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     n = 60 if quick else 200
     y = 1.0 + rng.standard_t(3, size=n)
     params = [1.0]
-    plugin = gibbs.calibrate(y, loss=loss, loss_params=params).calibration
-    matching = gibbs.information_matching(y, loss=loss, loss_params=params).calibration
+    plugin = gibbs.calibrate_plugin(y, loss=loss, loss_params=params).calibration
+    matching = gibbs.calibrate_holmes_walker(y, loss=loss, loss_params=params).calibration
     bounds = (float(y.min()) - 1, float(y.max()) + 1)
-    gpc = gibbs.gpc(
+    gpc = gibbs.calibrate_gpc(
         y, loss=loss, loss_params=params, bounds=bounds, B=40 if quick else 200,
         seed=SEED, grid_points=401 if quick else 801,
     ).calibration

@@ -37,10 +37,10 @@ import arviz as az
 import numpy as np
 import xarray as xr
 
-from stanflow.gibbs import calibrate, grid, loss_function
-from stanflow.gibbs.gpc import gpc
-from stanflow.gibbs.information import information_matching
-from stanflow.gibbs.safebayes import power_posterior_mean, safebayes
+from stanflow.gibbs import calibrate_plugin, grid, loss_function
+from stanflow.gibbs.gpc import calibrate_gpc
+from stanflow.gibbs.information import calibrate_holmes_walker
+from stanflow.gibbs.safebayes import calibrate_safebayes, power_posterior_mean
 from stanflow.idata import save
 from stanflow.workflows import main
 
@@ -58,11 +58,11 @@ LEVEL = 0.95
 def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Dataset:
     """Plug-in, Holmes-Walker and GPC omegas for R data sets of n = 50."""
     y = rng.gamma(2.0, 1.0, size=(replications, 50))
-    plugin = calibrate(y).calibration["omega"].values
-    hw = information_matching(y).calibration["omega"].values
+    plugin = calibrate_plugin(y).calibration["omega"].values
+    hw = calibrate_holmes_walker(y).calibration["omega"].values
     gp = np.array(
         [
-            float(gpc(row, bounds=(0, 8), B=B, seed=r, grid_points=401).calibration["omega"])
+            float(calibrate_gpc(row, bounds=(0, 8), B=B, seed=r, grid_points=401).calibration["omega"])
             for r, row in enumerate(y)
         ]
     )
@@ -96,8 +96,8 @@ def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.
     from stanflow.runs import RunSet, RunSpec
 
     n, truth = 50, np.array([2.0, 1.0])
-    kw = dict(loss="check", loss_params={"tau": 0.5})
-    prior = dict(prior="normal", prior_params={"mean": 0, "sd": 10})
+    kw = {"loss": "check", "loss_params": {"tau": 0.5}}
+    prior = {"prior": "normal", "prior_params": {"mean": 0, "sd": 10}}
     data, omegas, estimates = [], [], []
     for r in range(replications):
         x = rng.chisquare(2, size=n) - 2
@@ -105,10 +105,10 @@ def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.
         X = np.column_stack([np.ones(n), x])
         beta = risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
         omegas.append([
-            float(calibrate(y, **kw, X=X, estimate=beta).calibration["omega"]),
-            float(information_matching(y, **kw, X=X, estimate=beta).calibration["omega"]),
-            float(gpc(y, **kw, **prior, X=X, estimate=beta, backend="stan", B=B,
-                      seed=r).calibration["omega"]),
+            float(calibrate_plugin(y, **kw, X=X, estimate=beta).calibration["omega"]),
+            float(calibrate_holmes_walker(y, **kw, X=X, estimate=beta).calibration["omega"]),
+            float(calibrate_gpc(y, **kw, **prior, X=X, estimate=beta, backend="stan", B=B,
+                                seed=r).calibration["omega"]),
         ])
         data.append((y, X))
         estimates.append(beta)
@@ -155,7 +155,7 @@ def safebayes_example(rng: np.random.Generator, replications: int) -> xr.Dataset
         y = _wrong_model_truth(x) + rng.normal(0, 1 / math.sqrt(40), 100)
         easy = rng.random(100) < 0.5
         X[easy], y[easy] = 0.0, 0.0
-        etas = safebayes(y, X).calibration["omega"].values
+        etas = calibrate_safebayes(y, X).calibration["omega"].values
         chosen.append(etas)
         errors.append([
             np.mean((X_test @ power_posterior_mean(y, X, eta) - _wrong_model_truth(x_test)) ** 2)

@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 import xarray as xr
 
-from stanflow.gibbs import calibrate, grid, loss_function
-from stanflow.gibbs.gpc import gpc
+from stanflow.gibbs import calibrate_plugin, grid, loss_function
+from stanflow.gibbs.gpc import calibrate_gpc
 from stanflow.idata import save
 from stanflow.workflows import main, save_figure
 
@@ -100,11 +100,11 @@ def coverage(
             grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
         )
         covered.append((lower <= median) & (median <= upper))
-    calibrations = calibrate(y).calibration
+    calibrations = calibrate_plugin(y).calibration
     for name, start in (("gpc", None), ("gpc_from_plugin", calibrations["omega"].values)):
         runs = [
-            gpc(y[r], bounds=PRIOR_SUPPORT, seed=SEED + r,
-                omega0=1.0 if start is None else float(start[r])).calibration
+            calibrate_gpc(y[r], bounds=PRIOR_SUPPORT, seed=SEED + r,
+                          omega0=1.0 if start is None else float(start[r])).calibration
             for r in range(n_gpc)
         ]
         calibrations[f"{name}_omega"] = ("gpc_replicate", [float(c["omega"]) for c in runs])

@@ -44,7 +44,12 @@ import numpy as np
 import xarray as xr
 
 from stanflow.gibbs import grid, loss_function
-from stanflow.gibbs.gpc import bootstrap_indices, gpc, grid_coverage, risk_minimiser
+from stanflow.gibbs.gpc import (
+    bootstrap_indices,
+    calibrate_gpc,
+    grid_coverage,
+    risk_minimiser,
+)
 from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.path_figure import plot_path
 from stanflow.gibbs.path_read import cdf, reweight, weighted_quantile
@@ -78,10 +83,10 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
         y = rng.gamma(2.0, 1.0, n)
         estimate = float(location_estimate(y, absolute, 0.0, 8.0))
         start = time.perf_counter()
-        rm = gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801).calibration
+        rm = calibrate_gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801).calibration
         wall_rm = time.perf_counter() - start
-        fixed = gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801,
-                    eps=0.0, max_steps=300).calibration
+        fixed = calibrate_gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801,
+                              eps=0.0, max_steps=300).calibration
         idata = calibrate_path(
             y, bounds=(0, 8), estimate=[estimate], B=B, seed=r, omega_max=3.0,
             n_particles=PARTICLES, n_moves=MOVES,
@@ -142,9 +147,9 @@ def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: i
         y, X, beta = quantreg_data(rng)
         kwargs = {**QUANTREG, "X": X, "estimate": beta, "backend": "stan", "B": B, "seed": r}
         start = time.perf_counter()
-        rm = gpc(y, **kwargs).calibration
+        rm = calibrate_gpc(y, **kwargs).calibration
         wall_rm = time.perf_counter() - start
-        fixed = gpc(y, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
+        fixed = calibrate_gpc(y, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
         idata = calibrate_path(
             y, **QUANTREG, X=X, estimate=beta, B=B, seed=r, omega_max=3.0,
             n_particles=PARTICLES, n_moves=MOVES,

@@ -4,26 +4,31 @@
   losses and priors, in Stan (``stan/losses/``, ``stan/priors/``) and NumPy;
 - :mod:`~stanflow.gibbs.grid`: exact posteriors of a scalar parameter on a grid
   (density, CDF, intervals, ``log Z_n(omega)``), vectorised;
-- :mod:`~stanflow.gibbs.plugin`: the plug-in learning rate
-  ``tr(H J^-1 H) / tr(H)`` as a ``calibration`` InferenceData group;
+- the learning rate, each calibration as a ``calibration`` InferenceData
+  group: :func:`calibrate_plugin` (:mod:`~stanflow.gibbs.plugin`, the plug-in
+  ``tr(H J^-1 H) / tr(H)``), :func:`calibrate_holmes_walker`
+  (:mod:`~stanflow.gibbs.information`, ``tr(H) / tr(J)``),
+  :func:`calibrate_gpc` (:mod:`~stanflow.gibbs.gpc`, Syring and Martin's
+  bootstrap; its Stan backend :mod:`~stanflow.gibbs.gpc_stan`) and
+  :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`);
 - :mod:`~stanflow.gibbs.sampling`: the Stan templates (``stan/gibbs/``) compiled
   with a loss and a prior, sampled into InferenceData;
 - :mod:`~stanflow.gibbs.path`: the learning-rate path, every Gibbs posterior from
   ``omega = 0`` to ``omega_max`` in one SMC sweep, and
-  :mod:`~stanflow.gibbs.path_calibration`: GPC by root finding, plug-in and
-  Holmes-Walker on it.
+  :func:`calibrate_path` (:mod:`~stanflow.gibbs.path_calibration`): GPC by
+  root finding, plug-in and Holmes-Walker on it.
 
 See ``docs/gibbs.md``.
 """
 
-from stanflow.gibbs.gpc import gpc
-from stanflow.gibbs.information import information_matching
+from stanflow.gibbs.gpc import calibrate_gpc
+from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_calibration import calibrate_path
-from stanflow.gibbs.plugin import calibrate
+from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
-from stanflow.gibbs.safebayes import safebayes
+from stanflow.gibbs.safebayes import calibrate_safebayes
 from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 
 __all__ = [
@@ -32,17 +37,17 @@ __all__ = [
     "LearningRatePath",
     "Loss",
     "Prior",
-    "calibrate",
+    "calibrate_gpc",
+    "calibrate_holmes_walker",
     "calibrate_path",
+    "calibrate_plugin",
+    "calibrate_safebayes",
     "get_loss",
     "get_prior",
     "gibbs_model",
     "gibbs_path",
-    "gpc",
-    "information_matching",
     "log_prior_on_grid",
     "loss_function",
     "posterior",
-    "safebayes",
     "stan_data",
 ]

@@ -25,11 +25,11 @@ elliptical stand-in for the highest-density region).
 
 Two backends evaluate step 2:
 
-- ``"grid"``: exact grid posteriors (:mod:`stanflow.gibbs.grid`), scalar
-  parameter only; the ``B`` total-loss curves are computed once, each step costs
+- ``"grid"`` (:func:`grid_evaluator`): exact grid posteriors
+  (:mod:`stanflow.gibbs.grid`), scalar parameter only; the ``B`` total-loss curves are computed once, each step costs
   one vectorised normalisation;
-- ``"stan"``: the template compiled once, run through the run layer, in one
-  of two designs.
+- ``"stan"`` (:mod:`stanflow.gibbs.gpc_stan`): the template compiled once, run
+  through the run layer, in one of two designs.
   ``"reweight"`` (default): one proposal sample, the full-data Gibbs posterior
   at a quarter of the current ``omega``, serves all ``B`` resamples at every
   step through importance weights (:mod:`stanflow.gibbs.reweighting`: a
@@ -44,8 +44,8 @@ Two backends evaluate step 2:
 
 The pieces are pure functions (:func:`bootstrap_indices`, :func:`update`,
 :func:`converged`, :func:`grid_coverage`, :func:`draws_coverage`,
-:func:`draws_inside`); :func:`gpc`
-runs the loop and returns the ``calibration`` group.
+:func:`draws_inside`); :func:`calibrate_gpc` runs the loop and returns the
+``calibration`` group.
 """
 
 from __future__ import annotations
@@ -53,9 +53,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import arviz as az
@@ -71,8 +69,11 @@ from stanflow.pointwise import loss_function as stan_loss_function
 
 BACKENDS = ("grid", "stan")
 DESIGNS = ("reweight", "resample")
-REDRAW_SHARE = 0.1
 STEP_EXPONENT = 0.51
+
+Evaluator = Callable[[float, int], dict[str, float]]
+"""A backend's step: ``(omega, t) ->`` the coverage at ``omega`` (key
+``coverage``) and the backend's diagnostics of step ``t``."""
 
 
 def bootstrap_indices(n: int, B: int, seed: int | np.random.SeedSequence) -> np.ndarray:
@@ -168,6 +169,57 @@ def grid_coverage(
     return float(np.mean(inside)), intervals
 
 
+def grid_evaluator(
+    y: np.ndarray,
+    indices: np.ndarray,
+    value: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    estimate: float,
+    alpha: float,
+    bounds: tuple[Any, Any],
+    grid_points: int,
+    prior: str,
+    prior_params: Mapping[str, Any] | None,
+) -> Evaluator:
+    """The grid backend's step: the exact coverage of the resamples' grid posteriors.
+
+    The ``B`` total-loss curves are computed once, here; each step is then one
+    vectorised normalisation (:func:`grid_coverage`).
+
+    Parameters
+    ----------
+    y : ndarray, shape (n,)
+        The data.
+    indices : ndarray of int, shape (B, n)
+        The bootstrap resamples (:func:`bootstrap_indices`).
+    value : callable ``(y, f) -> losses``
+        The loss, elementwise.
+    estimate : float
+        The full-data estimate.
+    alpha : float
+        Intervals of level ``1 - alpha``.
+    bounds : (lower, upper)
+        The grid's range.
+    grid_points : int
+        The grid's size, at least 1.
+    prior, prior_params
+        A shipped prior (:func:`stanflow.gibbs.priors.log_prior_on_grid`).
+
+    Returns
+    -------
+    callable ``(omega, t) -> dict``
+        ``{"coverage": c}``.
+    """
+    lower, upper = (float(b) for b in bounds)
+    theta = np.linspace(lower, upper, _positive_int(grid_points, "grid_points"))
+    sums = grid.loss_sums(theta, y[indices], value)
+    log_prior = log_prior_on_grid(theta, prior, prior_params)
+
+    def evaluate(omega: float, t: int) -> dict[str, float]:
+        return {"coverage": grid_coverage(theta, sums, omega, estimate, alpha, log_prior)[0]}
+
+    return evaluate
+
+
 def draws_coverage(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> float:
     """Fraction of posteriors (given by draws) whose credible region holds ``estimate``.
 
@@ -249,10 +301,10 @@ def risk_minimiser(
     return start
 
 
-def gpc(
+def calibrate_gpc(
     y: np.ndarray,
     *,
-    loss: str | Loss = "absolute",
+    loss: str | os.PathLike | Loss = "absolute",
     loss_params: Mapping[str, Any] | None = None,
     prior: str = "uniform",
     prior_params: Mapping[str, Any] | None = None,
@@ -300,6 +352,8 @@ def gpc(
         minimiser (golden-section search over ``bounds`` for a location,
         :func:`risk_minimiser` with ``X``).
     backend : {"grid", "stan"}, default "grid"
+        Exact grid posteriors (:func:`grid_evaluator`), or Stan through the run
+        layer (:func:`stanflow.gibbs.gpc_stan.stan_evaluator`).
     design : {"reweight", "resample"}, default "reweight"
         How the Stan backend gets the ``B`` posteriors of a step.
         ``"reweight"``: one proposal sample (the full-data posterior at
@@ -407,27 +461,23 @@ def gpc(
     estimate = _estimate(y, X, value, bounds, estimate)
     indices = bootstrap_indices(n, B, np.random.SeedSequence(seed))
 
+    cleanup: Callable[[], None] | None = None
     if backend == "grid":
-        lower, upper = (float(b) for b in bounds)
-        theta = np.linspace(lower, upper, _positive_int(grid_points, "grid_points"))
-        sums = grid.loss_sums(theta, y[indices], value)
-        log_prior = log_prior_on_grid(theta, prior, prior_params)
-
-        def evaluate(omega: float, t: int) -> dict[str, float]:
-            return {"coverage": grid_coverage(theta, sums, omega, float(estimate[0]), alpha, log_prior)[0]}
-    else:
-        stan = _StanGibbs(
-            y, X, estimate, loss, loss_params, prior, prior_params, bounds,
-            _positive_int(draws, "draws"), _warmup(warmup), seed, out_dir, executor, progress,
+        evaluate = grid_evaluator(
+            y, indices, value, float(estimate[0]), alpha, bounds, grid_points,
+            prior, prior_params,
         )
-        if design == "resample":
-            evaluate = _stan_evaluator(stan, indices, alpha)
-        else:
-            evaluate = _reweight_evaluator(
-                stan, indices, alpha, proposal_draws, proposal_chains,
-                float(proposal_scale), float(min_ess),
-            )
-        evaluate.cleanup = stan.cleanup  # type: ignore[attr-defined]
+    else:
+        from stanflow.gibbs.gpc_stan import stan_evaluator
+
+        evaluate, cleanup = stan_evaluator(
+            y, X, estimate, indices, alpha,
+            loss=loss, loss_params=loss_params, prior=prior, prior_params=prior_params,
+            bounds=bounds, design=design, draws=_positive_int(draws, "draws"),
+            warmup=_warmup(warmup), seed=seed, proposal_draws=proposal_draws,
+            proposal_chains=proposal_chains, proposal_scale=float(proposal_scale),
+            min_ess=float(min_ess), out_dir=out_dir, executor=executor, progress=progress,
+        )
 
     omegas: list[float] = []
     records: list[dict[str, float]] = []
@@ -442,7 +492,6 @@ def gpc(
                 break
             omega = update(omega, record["coverage"], t, alpha)
     finally:
-        cleanup = getattr(evaluate, "cleanup", None)
         if cleanup is not None:
             cleanup()
 
@@ -478,169 +527,6 @@ def gpc(
         },
     )
     return az.InferenceData(calibration=group)
-
-
-class _StanGibbs:
-    """The Stan backend's shared pieces: the compiled template, the data of a
-    resample at a rate, and running specs through the run layer into
-    ``out_dir`` (a temporary folder, removed by :meth:`cleanup`, by default)."""
-
-    def __init__(self, y, X, estimate, loss, loss_params, prior, prior_params, bounds,
-                 draws, warmup, seed, out_dir, executor, progress) -> None:
-        import tempfile
-
-        from stanflow.gibbs.sampling import gibbs_model
-
-        self.y, self.X, self.estimate = y, X, estimate
-        self.spec = {
-            "loss": loss,
-            "loss_params": loss_params,
-            "prior": prior,
-            "prior_params": prior_params,
-            "bounds": (-math.inf, math.inf) if bounds is None else bounds,
-        }
-        self.draws, self.warmup, self.seed = draws, warmup, seed
-        self.executor, self.progress = executor, progress
-        self.model = gibbs_model(loss, prior, linear=X is not None, driver="stanflow")
-        self.own = out_dir is None
-        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(out_dir)
-        self.variable = "theta" if X is None else "beta"
-        self.point = estimate[0] if X is None else estimate
-        self.init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
-
-    def data(self, rows: np.ndarray | None, omega: float, **extra: Any) -> dict[str, Any]:
-        """The template's data for the observations ``rows`` (all if None)."""
-        from stanflow.gibbs.sampling import stan_data
-
-        y = self.y if rows is None else self.y[rows]
-        X = self.X if self.X is None or rows is None else self.X[rows]
-        return stan_data(y, omega=omega, X=X, **self.spec, **extra)
-
-    def run(self, specs: list[Any], name: str, seed: int) -> az.InferenceData:
-        """Run ``specs`` as the run set ``out_dir/name``; every run must succeed."""
-        from stanflow.runs import RunSet
-
-        runset = RunSet(self.model, specs, out_dir=self.root / name, root_seed=seed)
-        runs = runset.run(self.executor, progress=self.progress)
-        failed = [r.index for r in runs if not r.ok]
-        if failed:
-            raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
-        return runset.to_inference_data()
-
-    def sample_resamples(
-        self, indices: np.ndarray, omega: float, name: str
-    ) -> tuple[np.ndarray, float]:
-        """Draws of each resample's posterior, shape ``(R, S[, K])``, and the
-        runs' summed sampling time."""
-        from stanflow.runs import RunSpec
-
-        specs = [
-            RunSpec(data=self.data(rows, omega), inits=self.init,
-                    args={"num_samples": self.draws, "num_warmup": self.warmup})
-            for rows in indices
-        ]
-        idata = self.run(specs, name, self.seed)
-        values = idata.posterior[self.variable].stack(sample=("chain", "draw"))
-        values = values.transpose("run", "sample", ...).values
-        return values, float(idata.run_stats["total_time"].sum())
-
-    def cleanup(self) -> None:
-        if self.own:
-            import shutil
-
-            shutil.rmtree(self.root, ignore_errors=True)
-
-
-def _stan_evaluator(
-    stan: _StanGibbs, indices: np.ndarray, alpha: float
-) -> Callable[[float, int], dict[str, float]]:
-    """The ``resample`` design's step: one RunSet of the B resamples at ``omega``."""
-
-    def evaluate(omega: float, t: int) -> dict[str, float]:
-        start = time.perf_counter()
-        values, sampling = stan.sample_resamples(indices, omega, f"step-{t:02d}")
-        return {
-            "coverage": draws_coverage(values, stan.point, alpha),
-            "step_wall_time": time.perf_counter() - start,
-            "step_sampling_time": sampling,
-        }
-
-    return evaluate
-
-
-def _reweight_evaluator(
-    stan: _StanGibbs, indices: np.ndarray, alpha: float,
-    proposal_draws: int, proposal_chains: int, proposal_scale: float, min_ess: float,
-) -> Callable[[float, int], dict[str, float]]:
-    """The ``reweight`` design's step: importance weights on one proposal sample.
-
-    The proposal is the full-data Gibbs posterior at ``proposal_scale * omega``
-    (:mod:`stanflow.gibbs.reweighting`), sampled by ``proposal_chains`` runs of
-    one chain. A resample whose weights have a Kish effective sample size below
-    ``min_ess`` is sampled directly (``draws`` draws) instead; when more than
-    ``REDRAW_SHARE`` of the resamples are like that, the proposal is drawn again
-    at the current ``omega`` first.
-    """
-    from stanflow.gibbs import reweighting
-    from stanflow.runs import RunSpec
-
-    counts = reweighting.resample_counts(indices, len(stan.y))
-    per_chain = -(-proposal_draws // proposal_chains)
-    proposal: dict[str, Any] = {}
-
-    def draw_proposal(omega_ref: float) -> float:
-        data = stan.data(None, omega_ref, save_pointwise_loss=True)
-        args = {"num_samples": per_chain, "num_warmup": stan.warmup, "sig_figs": 18}
-        specs = [RunSpec(data=data, inits=stan.init, args=args) for _ in range(proposal_chains)]
-        number = proposal.get("number", -1) + 1
-        idata = stan.run(specs, f"proposal-{number:02d}", stan.seed + number)
-        stacked = idata.posterior.stack(sample=("run", "chain", "draw"))
-        proposal.update(
-            number=number,
-            omega_ref=omega_ref,
-            draws=stacked[stan.variable].transpose("sample", ...).values,
-            pointwise_loss=stacked["pointwise_loss"].transpose("sample", ...).values,
-        )
-        return float(idata.run_stats["total_time"].sum())
-
-    def weights(omega: float) -> np.ndarray:
-        log_w = reweighting.log_weights(
-            proposal["pointwise_loss"], counts, omega, proposal["omega_ref"]
-        )
-        return reweighting.normalise(log_w)
-
-    def evaluate(omega: float, t: int) -> dict[str, float]:
-        start = time.perf_counter()
-        sampling = 0.0
-        if not proposal:
-            sampling += draw_proposal(proposal_scale * omega)
-        w = weights(omega)
-        ess = reweighting.kish_ess(w)
-        if np.mean(ess < min_ess) > REDRAW_SHARE and proposal["omega_ref"] != proposal_scale * omega:
-            sampling += draw_proposal(proposal_scale * omega)
-            w = weights(omega)
-            ess = reweighting.kish_ess(w)
-        if stan.X is None:
-            inside = reweighting.interval_coverage(proposal["draws"], w, stan.point, alpha)
-        else:
-            inside = reweighting.ellipsoid_coverage(proposal["draws"], w, stan.point, alpha)
-        poor = np.flatnonzero(ess < min_ess)
-        if poor.size:
-            # Sample the poorly served resamples themselves.
-            values, seconds = stan.sample_resamples(indices[poor], omega, f"direct-{t:02d}")
-            inside[poor] = draws_inside(values, stan.point, alpha)
-            sampling += seconds
-        return {
-            "coverage": float(np.mean(inside)),
-            "step_wall_time": time.perf_counter() - start,
-            "step_sampling_time": sampling,
-            "ess_min": float(ess.min()),
-            "ess_median": float(np.median(ess)),
-            "n_direct": float(poor.size),
-            "omega_ref": float(proposal["omega_ref"]),
-        }
-
-    return evaluate
 
 
 def _estimate(y, X, value, bounds, estimate) -> np.ndarray:

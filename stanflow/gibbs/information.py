@@ -34,7 +34,7 @@ import arviz as az
 import numpy as np
 
 from stanflow.gibbs.losses import Loss
-from stanflow.gibbs.plugin import calibrate, check_sensitivity_and_variability
+from stanflow.gibbs.plugin import calibrate_plugin, check_sensitivity_and_variability
 
 FORMULA = "tr(H) / tr(J)"
 
@@ -59,7 +59,7 @@ def omega_from_traces(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     return trace_h / trace_j
 
 
-def information_matching(
+def calibrate_holmes_walker(
     y: np.ndarray,
     *,
     loss: str | Loss = "absolute",
@@ -74,7 +74,7 @@ def information_matching(
     Parameters
     ----------
     y, loss, loss_params, X, estimate, bounds, bandwidth
-        As in :func:`stanflow.gibbs.plugin.calibrate` (one data set ``(n,)`` or
+        As in :func:`stanflow.gibbs.plugin.calibrate_plugin` (one data set ``(n,)`` or
         replicates ``(R, n)``).
 
     Returns
@@ -85,7 +85,7 @@ def information_matching(
         ``trace_sensitivity``, ``trace_variability``; attributes ``method =
         "holmes_walker"``, ``formula``, ``reference``.
     """
-    group = calibrate(
+    group = calibrate_plugin(
         y,
         loss=loss,
         loss_params=loss_params,

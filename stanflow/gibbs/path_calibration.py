@@ -3,9 +3,9 @@
 :func:`calibrate_path` sweeps one path for a data set and reads off it:
 
 - GPC's learning rate by root finding (:func:`stanflow.gibbs.path_gpc.path_gpc`);
-- the plug-in ``tr(H J^-1 H) / tr(H)`` (:func:`stanflow.gibbs.plugin.calibrate`)
+- the plug-in ``tr(H J^-1 H) / tr(H)`` (:func:`stanflow.gibbs.plugin.calibrate_plugin`)
   and Holmes and Walker's ``tr(H) / tr(J)``
-  (:func:`stanflow.gibbs.information.information_matching`), marked on the path;
+  (:func:`stanflow.gibbs.information.calibrate_holmes_walker`), marked on the path;
 - any other learning rates the caller marks (e.g. Robbins-Monro GPC's);
 - each rule's Gibbs posterior (mean and equal-tailed interval) from the same
   particles (:func:`rules_on_path`), and the functionals against ``omega``.
@@ -22,7 +22,7 @@ import numpy as np
 import xarray as xr
 
 from stanflow.gibbs.gpc import risk_minimiser
-from stanflow.gibbs.information import information_matching
+from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.loss_terms import is_stan_file
 from stanflow.gibbs.losses import Loss
 from stanflow.gibbs.path import LearningRatePath, check_omega_max, to_inference_data
@@ -34,7 +34,7 @@ from stanflow.gibbs.path_read import (
     weighted_quantile,
 )
 from stanflow.gibbs.path_target import GibbsTarget
-from stanflow.gibbs.plugin import calibrate
+from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.golden import golden_section, sections_for
 
 RULES = ("plugin", "holmes_walker")
@@ -45,7 +45,7 @@ def risk_estimate(target: GibbsTarget) -> np.ndarray:
     """The empirical risk minimiser, shape ``(K,)``.
 
     A location: golden-section search over the box where it is finite, else
-    over the data's range (as :func:`stanflow.gibbs.gpc.gpc` does), on the
+    over the data's range (as :func:`stanflow.gibbs.gpc.calibrate_gpc` does), on the
     target's own losses (NumPy or the Stan file). Coefficients:
     :func:`stanflow.gibbs.gpc.risk_minimiser` (Nelder-Mead).
     """
@@ -138,7 +138,7 @@ def calibrate_path(
         The full-data estimate; default :func:`risk_estimate`.
     B, alpha, omega0, seed, proposal_scale, xtol
         GPC (:func:`~stanflow.gibbs.path_gpc.path_gpc`): the same resamples as
-        :func:`stanflow.gibbs.gpc.gpc` with this ``seed`` and ``B``.
+        :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``.
     rules : sequence of {"plugin", "holmes_walker"}, default both
         Rules computed from the data and marked on the path.
     marks : mapping of str to float, optional
@@ -184,7 +184,7 @@ def calibrate_path(
     omegas = {"gpc_path": float(group["omega"])}
     # A loss file takes its parameters as a vector.
     params = list(target.data["loss_params"]) if is_stan_file(loss) else loss_params
-    computed = {"plugin": calibrate, "holmes_walker": information_matching}
+    computed = {"plugin": calibrate_plugin, "holmes_walker": calibrate_holmes_walker}
     for name in rules:
         result = computed[name](
             target.y, loss=loss, loss_params=params, X=target.X, estimate=estimate

@@ -4,10 +4,10 @@ Syring and Martin's calibration (:mod:`stanflow.gibbs.gpc`) asks for the
 ``omega`` at which the bootstrap coverage ``c_B(omega)`` of the full-data
 estimate by the ``100(1 - alpha)%`` regions of the resamples' Gibbs posteriors
 is ``1 - alpha``. With common resamples (the same ``B`` resamples at every
-``omega``, drawn exactly as :func:`stanflow.gibbs.gpc.gpc` draws them) and one
-path reweighted per resample, ``c_B`` is a deterministic function of
-``omega``, so its crossing of ``1 - alpha`` is found by bracketing instead of
-by Robbins-Monro steps:
+``omega``, drawn exactly as :func:`stanflow.gibbs.gpc.calibrate_gpc` draws
+them) and one path reweighted per resample, ``c_B`` is a deterministic
+function of ``omega``, so its crossing of ``1 - alpha`` is found by bracketing
+instead of by Robbins-Monro steps:
 
 - a resample is a vector of counts ``c_b``; its Gibbs posterior at ``omega`` is
   read from the path's particles at the schedule point ``k`` nearest
@@ -389,7 +389,7 @@ def path_gpc(
         The full-data estimate (empirical risk minimiser).
     B : int, default 200
         Bootstrap resamples, drawn from ``SeedSequence(seed)`` as
-        :func:`stanflow.gibbs.gpc.gpc` draws them.
+        :func:`stanflow.gibbs.gpc.calibrate_gpc` draws them.
     alpha : float, default 0.05
     omega0 : float, default 1.0
         Where the bracketing starts.

@@ -285,7 +285,7 @@ def omega_from_matrices(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     return np.trace(H @ np.linalg.solve(J, H), axis1=-2, axis2=-1) / trace_h
 
 
-def calibrate(
+def calibrate_plugin(
     y: np.ndarray,
     *,
     loss: str | os.PathLike | Loss = "absolute",

@@ -166,7 +166,7 @@ def choose_eta(cumulative: np.ndarray, etas: np.ndarray) -> float:
     return float(np.asarray(etas)[best].max())
 
 
-def safebayes(
+def calibrate_safebayes(
     y: np.ndarray,
     X: np.ndarray,
     *,

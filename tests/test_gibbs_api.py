@@ -1,0 +1,68 @@
+"""stanflow.gibbs's public API: names importable from the package and from their modules,
+calibrations named ``calibrate_<method>``, and no exported name that hides a module of the
+package."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import pytest
+
+import stanflow.gibbs as gibbs_package
+
+
+@pytest.mark.parametrize(
+    "module, names",
+    [
+        ("plugin", ["calibrate_plugin"]),
+        ("information", ["calibrate_holmes_walker"]),
+        ("gpc", ["calibrate_gpc"]),
+        ("safebayes", ["calibrate_safebayes"]),
+        ("path_calibration", ["calibrate_path"]),
+        ("path", ["LearningRatePath", "gibbs_path"]),
+        ("losses", ["LOSSES", "Loss", "get_loss", "loss_function"]),
+        ("priors", ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"]),
+        ("sampling", ["gibbs_model", "posterior", "stan_data"]),
+    ],
+)
+def test_public_names_are_the_same_objects_in_the_package_and_their_module(
+    module, names
+):
+    where = importlib.import_module(f"stanflow.gibbs.{module}")
+    for name in names:
+        assert name in gibbs_package.__all__
+        assert getattr(gibbs_package, name) is getattr(where, name)
+
+
+def test_every_exported_name_exists_and_calibrations_share_one_family():
+    for name in gibbs_package.__all__:
+        assert hasattr(gibbs_package, name), name
+    calibrations = {n for n in gibbs_package.__all__ if "calibrat" in n}
+    assert calibrations == {
+        "calibrate_plugin",
+        "calibrate_holmes_walker",
+        "calibrate_gpc",
+        "calibrate_safebayes",
+        "calibrate_path",
+    }
+
+
+def test_no_exported_name_is_a_module_name():
+    modules = {info.name for info in pkgutil.iter_modules(gibbs_package.__path__)}
+    assert {"gpc", "gpc_stan", "safebayes", "plugin", "information"} <= modules
+    assert not modules & set(gibbs_package.__all__)
+    # the modules, not functions of the same name
+    for name in ("gpc", "safebayes"):
+        assert importlib.import_module(f"stanflow.gibbs.{name}") is getattr(
+            gibbs_package, name
+        )
+
+
+def test_the_stan_backend_of_gpc_is_its_own_module():
+    gpc = importlib.import_module("stanflow.gibbs.gpc")
+    stan = importlib.import_module("stanflow.gibbs.gpc_stan")
+    for name in ("StanGibbs", "stan_evaluator", "reweight_evaluator", "resample_evaluator"):
+        assert hasattr(stan, name)
+        assert not hasattr(gpc, name)
+    assert not hasattr(gpc, "_StanGibbs")
