@@ -3,7 +3,7 @@
 The diabetes data of ``wbb-diabetes`` (442 x 10, standardised, y centred) and
 its CV penalty; B = 1000 WBB draws (random prior weight). Ours:
 ``stanflow.wbb.wbb_lasso`` (weights, all draws at once, InferenceData) and the
-bare solver ``stanflow.wbb.lasso`` on the same weights. Theirs, in the same
+bare solver ``stanflow.wbb.solve_lasso`` on the same weights. Theirs, in the same
 run on the same draws: ``Lasso(alpha, fit_intercept=True).fit(X, y,
 sample_weight=w)`` per draw. scikit-learn rescales ``sample_weight`` to sum
 to ``n`` and minimises ``sum_i s_i r_i^2 / (2 n) + alpha |b|_1``, so our
@@ -26,7 +26,7 @@ import numpy as np
 from _common import REPO, RESULTS_DIR
 from sklearn.linear_model import Lasso
 
-from stanflow.wbb import lasso, wbb_lasso, weights
+from stanflow.wbb import bootstrap_weights, solve_lasso, wbb_lasso
 
 sys.path.insert(0, str(REPO / "workflows"))
 from wbb_diabetes import cv_alpha, diabetes
@@ -54,9 +54,9 @@ def main() -> None:
     start = time.perf_counter()
     idata = wbb_lasso(X, y, lam, B, root_seed=SEED, fit_intercept=True)
     timings["stanflow_wbb_lasso"] = time.perf_counter() - start
-    w, wp = weights(SEED, len(y), B)
+    w, wp = bootstrap_weights(SEED, len(y), B)
     start = time.perf_counter()
-    ours = lasso(X, y, lam, weights=w, prior_weight=wp, fit_intercept=True).beta
+    ours = solve_lasso(X, y, lam, weights=w, prior_weight=wp, fit_intercept=True).beta
     timings["stanflow_lasso_solver"] = time.perf_counter() - start
     theirs = {}
     for tol in (1e-4, 1e-10):

@@ -23,7 +23,7 @@ from _common import RESULTS_DIR
 from scipy.optimize import minimize
 from sklearn.datasets import load_digits
 
-from stanflow.wbb import weights
+from stanflow.wbb import bootstrap_weights
 from stanflow.wbb.neural_net import init_params, layer_sizes, objective, predict
 
 SEED = 3
@@ -69,7 +69,7 @@ def main() -> None:
     order = np.random.default_rng(SEED).permutation(len(y))
     train, test = order[:1000], order[1000:]
     sizes = layer_sizes(64, (128, 64), 10)
-    w, wp = weights(SEED, 1000, 1)
+    w, wp = bootstrap_weights(SEED, 1000, 1)
     penalty = 1e-4 * 1000 * wp[0]
     start = init_params(sizes, SEED)
     args = (X[train], y[train], sizes, w[0], penalty)

@@ -16,7 +16,7 @@ import stanflow.lcvi as lcvi_package
     [
         ("loop", ["ADVI_DEFAULTS", "lcvi", "run_lcvi"]),
         ("results", ["Loop", "PlainVI", "Step", "to_idata"]),
-        ("decision_step", ["bayes_decisions", "empirical_risk", "settled"]),
+        ("decision_step", ["empirical_risk", "predictive_decisions", "settled"]),
         ("losses", ["utility_from_losses", "utility_scale"]),
     ],
 )

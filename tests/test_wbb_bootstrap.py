@@ -8,30 +8,30 @@ import pytest
 
 from stanflow.wbb import (
     Draws,
+    bootstrap_weights,
     draw_weights,
-    lasso,
+    solve_lasso,
     wbb,
     wbb_lasso,
     wbb_ridge,
     wbb_trend_filter,
-    weights,
 )
 
 RNG = np.random.default_rng(7)
 
 
 def test_weights_depend_only_on_root_seed_and_draw_index():
-    w, wp = weights(42, 6, 10)
-    later, later_p = weights(42, 6, 3, start=4)
+    w, wp = bootstrap_weights(42, 6, 10)
+    later, later_p = bootstrap_weights(42, 6, 3, start=4)
     np.testing.assert_array_equal(w[4:7], later)
     np.testing.assert_array_equal(wp[4:7], later_p)
     one, one_p = draw_weights(42, 8, 6)
     np.testing.assert_array_equal(one, w[8])
     assert one_p == wp[8]
-    fixed, fixed_p = weights(42, 6, 10, prior="fixed")
+    fixed, fixed_p = bootstrap_weights(42, 6, 10, prior="fixed")
     np.testing.assert_array_equal(fixed, w)  # common random numbers across the variants
     np.testing.assert_array_equal(fixed_p, 1.0)
-    big, _ = weights(42, 2000, 500)
+    big, _ = bootstrap_weights(42, 2000, 500)
     assert big.mean() == pytest.approx(1, abs=0.01) and big.var() == pytest.approx(1, abs=0.02)
 
 
@@ -50,7 +50,7 @@ def test_idata_layout_and_batching_do_not_change_the_draws():
     np.testing.assert_allclose(whole.posterior.beta.values, batched.posterior.beta.values, atol=1e-8)
     np.testing.assert_array_equal(whole.weights.w.values, batched.weights.w.values)
     w = whole.weights.w.values[0, 5]
-    direct = lasso(X, y, 10.0, weights=w, prior_weight=whole.weights.w_prior.values[0, 5], fit_intercept=True)
+    direct = solve_lasso(X, y, 10.0, weights=w, prior_weight=whole.weights.w_prior.values[0, 5], fit_intercept=True)
     np.testing.assert_allclose(whole.posterior.beta.values[0, 5], direct.beta[0], atol=1e-8)
 
 

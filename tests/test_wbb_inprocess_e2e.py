@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from stanflow.wbb import ridge, weights
+from stanflow.wbb import bootstrap_weights, solve_ridge
 from stanflow.wbb.inprocess import WeightedGlm, lbfgs_draws, wbb_glm_inprocess
 from stanflow.wbb.stan_optimize import glm_model, optimize_draws, wbb_glm
 
@@ -96,11 +96,11 @@ def _runs_converged(converged: np.ndarray) -> np.ndarray:
 
 def test_squared_ridge_equals_the_closed_form_and_the_run_layer(cmdstan, tmp_path):
     X, y = _data()
-    w, wp = weights(4, len(y), 4)
+    w, wp = bootstrap_weights(4, len(y), 4)
     problem = WeightedGlm(X, y, 6.0, loss="squared", penalty="ridge", fit_intercept=True)
     draws = lbfgs_draws(problem, w, wp)
-    # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in ridge().
-    exact = ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
+    # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in solve_ridge().
+    exact = solve_ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
     assert draws.converged.all()
     np.testing.assert_allclose(draws.params["beta"], exact.beta, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(draws.params["intercept"], exact.intercept, rtol=1e-8, atol=1e-10)
@@ -145,7 +145,7 @@ def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmds
 
 def test_pseudo_huber_penalty_agrees_with_the_run_layer(cmdstan, tmp_path):
     X, y = _data()
-    w, wp = weights(6, len(y), 3)
+    w, wp = bootstrap_weights(6, len(y), 3)
     problem = WeightedGlm(X, y, 20.0, loss="squared", penalty="pseudo_huber", penalty_params=[0.5])
     _assert_runs_agree(problem, w, wp, tmp_path)
 
@@ -161,7 +161,7 @@ def test_a_users_loss_file_with_ridge_agrees_with_the_run_layer(cmdstan, tmp_pat
     X, y = _data(n=100, seed=5)
     y[:5] += 8.0  # outliers, where the pseudo-Huber loss is linear
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
-    w, wp = weights(9, len(y), 3)
+    w, wp = bootstrap_weights(9, len(y), 3)
     problem = WeightedGlm(X, y, 5.0, loss=loss, penalty="ridge", fit_intercept=True, loss_params=[1.0])
     _assert_runs_agree(problem, w, wp, tmp_path)
     draws = lbfgs_draws(problem, w, wp)
@@ -175,7 +175,7 @@ def test_a_users_penalty_file_gives_stationary_points(cmdstan, tmp_path):
     X, y = _data(n=100, seed=6)
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     penalty = _write(tmp_path, "my_log_cosh", LOG_COSH_PENALTY)
-    w, wp = weights(10, len(y), 3)
+    w, wp = bootstrap_weights(10, len(y), 3)
     problem = WeightedGlm(X, y, 5.0, loss=loss, penalty=penalty, fit_intercept=True,
                           loss_params=[1.0], penalty_params=[0.1])
     draws = lbfgs_draws(problem, w, wp)
@@ -192,7 +192,7 @@ def test_a_users_penalty_file_gives_stationary_points(cmdstan, tmp_path):
 
 def test_iteration_limit_is_reported_as_not_converged(cmdstan):
     X, y = _data()
-    draws = lbfgs_draws(WeightedGlm(X, y, 1.0), weights(2, len(y), 3)[0], max_iter=1)
+    draws = lbfgs_draws(WeightedGlm(X, y, 1.0), bootstrap_weights(2, len(y), 3)[0], max_iter=1)
     assert not draws.converged.any() and np.all(draws.stats["status"] == 1)
     assert np.all(draws.stats["n_iter"] == 1)
     with pytest.warns(RuntimeWarning, match="3 of 3 WBB solves did not converge"):
@@ -205,7 +205,7 @@ def test_a_rejected_region_is_stepped_back_from_and_its_draws_fail(cmdstan, tmp_
     X = np.ones((30, 1))
     y = np.full(30, 10.0)  # the optimum f = 10 lies where the loss rejects
     problem = WeightedGlm(X, y, 1.0, loss=_write(tmp_path, "bounded", BOUNDED_LOSS))
-    draws = lbfgs_draws(problem, weights(3, 30, 2)[0])
+    draws = lbfgs_draws(problem, bootstrap_weights(3, 30, 2)[0])
     assert not draws.converged.any() and np.all(draws.stats["status"] > 0)
     assert np.all(draws.params["beta"] <= 3.0)  # never accepted a rejected point
     assert np.all(draws.params["beta"] > 2.9)  # but went up to the border

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.wbb import weights
+from stanflow.wbb import bootstrap_weights
 from stanflow.wbb.neural_net import init_params, layer_sizes, objective, predict, train
 
 RNG = np.random.default_rng(99)
@@ -41,7 +41,7 @@ def test_weighted_training_reaches_a_stationary_point():
     # (penalised weighted softmax regression), so its gradient must vanish; the
     # whole gradient must fall far below where it started.
     X, labels = _blobs()
-    w, wp = weights(2, len(labels), 3)
+    w, wp = bootstrap_weights(2, len(labels), 3)
     fit = train(X, labels, 0.5, hidden=(8, 6), weights=w, prior_weight=wp, gtol=1e-6, ftol=1e-14,
                 max_iter=5000)
     start = init_params(fit.sizes, 0)

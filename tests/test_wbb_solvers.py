@@ -9,13 +9,13 @@ import pytest
 from scipy.optimize import minimize
 
 from stanflow.wbb import (
+    bootstrap_weights,
     kkt_violation,
     lambda_max,
-    lasso,
     lasso_path,
-    ridge,
+    solve_lasso,
+    solve_ridge,
     trend_filter,
-    weights,
 )
 
 RNG = np.random.default_rng(20240601)
@@ -50,9 +50,9 @@ def _lbfgs_lasso(X, y, lam, w, wp):
 @pytest.mark.parametrize("fraction", [0.02, 0.2, 0.6])
 def test_weighted_lasso_meets_kkt_and_matches_a_general_solver(fraction):
     X, y = _regression()
-    w, wp = weights(11, X.shape[0], 8)
+    w, wp = bootstrap_weights(11, X.shape[0], 8)
     lam = fraction * np.median(lambda_max(X, y, weights=w, prior_weight=wp))
-    fit = lasso(X, y, lam, weights=w, prior_weight=wp)
+    fit = solve_lasso(X, y, lam, weights=w, prior_weight=wp)
     assert fit.converged.all()
     scale = np.abs(X.T @ (w * y).T).max()
     assert kkt_violation(X, y, lam, fit, weights=w, prior_weight=wp).max() <= 1e-6 * scale
@@ -66,14 +66,14 @@ def test_weighted_lasso_meets_kkt_and_matches_a_general_solver(fraction):
 
 def test_lasso_intercept_warm_starts_path_and_lambda_max():
     X, y = _regression()
-    w, wp = weights(5, X.shape[0], 4)
+    w, wp = bootstrap_weights(5, X.shape[0], 4)
     top = lambda_max(X, y, weights=w, prior_weight=wp, fit_intercept=True)
-    at_top = lasso(X, y, top.max(), weights=w, prior_weight=wp, fit_intercept=True)
+    at_top = solve_lasso(X, y, top.max(), weights=w, prior_weight=wp, fit_intercept=True)
     assert np.all(at_top.beta == 0)
     np.testing.assert_allclose(at_top.intercept, (w @ y) / w.sum(axis=1))
     lams = np.geomspace(top.min(), top.min() / 100, 8)
     path = lasso_path(X, y, lams, weights=w, prior_weight=wp, fit_intercept=True)
-    cold = lasso(X, y, lams[-1], weights=w, prior_weight=wp, fit_intercept=True)
+    cold = solve_lasso(X, y, lams[-1], weights=w, prior_weight=wp, fit_intercept=True)
     for fit, lam in zip(path, lams):
         assert fit.converged.all()
         assert kkt_violation(X, y, lam, fit, weights=w, prior_weight=wp).max() < 1e-6 * top.max()
@@ -86,9 +86,9 @@ def test_lasso_reports_non_convergence():
     # conditions (the exact active-set solve can finish a draw early), the
     # others are flagged and do not.
     X, y = _regression()
-    w, wp = weights(6, X.shape[0], 40)
+    w, wp = bootstrap_weights(6, X.shape[0], 40)
     lam = 0.05 * np.median(lambda_max(X, y, weights=w, prior_weight=wp))
-    fit = lasso(X, y, lam, weights=w, prior_weight=wp, beta0=np.full(X.shape[1], 5.0), max_sweeps=1)
+    fit = solve_lasso(X, y, lam, weights=w, prior_weight=wp, beta0=np.full(X.shape[1], 5.0), max_sweeps=1)
     violation = kkt_violation(X, y, lam, fit, weights=w, prior_weight=wp)
     scale = np.abs(X.T @ (w * y).T).max()
     assert np.all(fit.n_sweeps == 1) and (~fit.converged).any()
@@ -98,14 +98,14 @@ def test_lasso_reports_non_convergence():
 
 def test_ridge_solves_the_weighted_normal_equations():
     X, y = _regression()
-    w, wp = weights(3, X.shape[0], 3)
-    fit = ridge(X, y, 2.0, weights=w, prior_weight=wp, fit_intercept=True)
+    w, wp = bootstrap_weights(3, X.shape[0], 3)
+    fit = solve_ridge(X, y, 2.0, weights=w, prior_weight=wp, fit_intercept=True)
     for b in range(3):
         Xa = np.c_[np.ones(len(y)), X]
         P = np.diag(np.r_[0.0, np.full(X.shape[1], 2.0 * wp[b])])
         coef = np.linalg.solve(Xa.T @ (w[b, :, None] * Xa) + P, Xa.T @ (w[b] * y))
         np.testing.assert_allclose(np.r_[fit.intercept[b], fit.beta[b]], coef, rtol=1e-10)
-    singular = ridge(np.ones((5, 2)), np.arange(5.0), 0.0)
+    singular = solve_ridge(np.ones((5, 2)), np.arange(5.0), 0.0)
     assert not singular.converged[0] and np.isnan(singular.beta).all()
 
 
@@ -132,7 +132,7 @@ def test_trend_filter_meets_kkt_and_matches_a_general_solver(k):
     n = 40
     x = np.linspace(0, 1, n)
     y = np.sin(3 * np.pi * x) + 0.3 * RNG.normal(size=n)
-    w, wp = weights(k, n, 3)
+    w, wp = bootstrap_weights(k, n, 3)
     lam = 0.5 * 10.0 ** (-k)
     fit = trend_filter(y, lam, k, weights=w, prior_weight=wp)
     assert fit.converged.all()
@@ -177,24 +177,24 @@ def test_trend_filter_without_penalty_returns_the_data():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda X, y: lasso(X, y, -1.0), "lam must be finite and >= 0"),
-        (lambda X, y: lasso(X, y, 1.0, weights=np.ones(len(y) - 1)), "weights must have shape"),
-        (lambda X, y: lasso(X, y, 1.0, weights=-np.ones(len(y))), "weights must be finite and >= 0"),
-        (lambda X, y: lasso(X, y, 1.0, weights=np.ones((2, len(y))), prior_weight=np.ones(3)),
+        (lambda X, y: solve_lasso(X, y, -1.0), "lam must be finite and >= 0"),
+        (lambda X, y: solve_lasso(X, y, 1.0, weights=np.ones(len(y) - 1)), "weights must have shape"),
+        (lambda X, y: solve_lasso(X, y, 1.0, weights=-np.ones(len(y))), "weights must be finite and >= 0"),
+        (lambda X, y: solve_lasso(X, y, 1.0, weights=np.ones((2, len(y))), prior_weight=np.ones(3)),
          "prior_weight must be a scalar or have shape"),
-        (lambda X, y: lasso(np.where(X > 1, np.nan, X), y, 1.0), "X contains NaN"),
-        (lambda X, y: lasso(X, np.r_[y[:-1], np.inf], 1.0), "y contains NaN"),
-        (lambda X, y: lasso(X, y[:-1], 1.0), "X has 60 rows but y has 59"),
-        (lambda X, y: lasso(X, y, 1.0, tol=0.0), "tol must be finite and > 0"),
-        (lambda X, y: lasso(X, y, 1.0, beta0=np.ones(2)), "beta0 must be finite"),
-        (lambda X, y: ridge(X[:, 0], y, 1.0), "X must be 2-dimensional"),
+        (lambda X, y: solve_lasso(np.where(X > 1, np.nan, X), y, 1.0), "X contains NaN"),
+        (lambda X, y: solve_lasso(X, np.r_[y[:-1], np.inf], 1.0), "y contains NaN"),
+        (lambda X, y: solve_lasso(X, y[:-1], 1.0), "X has 60 rows but y has 59"),
+        (lambda X, y: solve_lasso(X, y, 1.0, tol=0.0), "tol must be finite and > 0"),
+        (lambda X, y: solve_lasso(X, y, 1.0, beta0=np.ones(2)), "beta0 must be finite"),
+        (lambda X, y: solve_ridge(X[:, 0], y, 1.0), "X must be 2-dimensional"),
         (lambda X, y: trend_filter(y, -0.5, 1), "lam must be finite and >= 0"),
         (lambda X, y: trend_filter(y, 1.0, -1), "k must be an int >= 0"),
         (lambda X, y: trend_filter(y[:3], 1.0, 2), "at least k \\+ 2"),
         (lambda X, y: trend_filter(y, 1.0, 1, weights=np.zeros(len(y))), "weights must be finite and > 0"),
         (lambda X, y: trend_filter(y, 1.0, 1, max_newton=0), "max_newton must be an int >= 1"),
-        (lambda X, y: weights(1, 5, 2, prior="flat"), "prior must be one of"),
-        (lambda X, y: weights(-1, 5, 2), "root_seed must be >= 0"),
+        (lambda X, y: bootstrap_weights(1, 5, 2, prior="flat"), "prior must be one of"),
+        (lambda X, y: bootstrap_weights(-1, 5, 2), "root_seed must be >= 0"),
     ],
 )
 def test_bad_input_raises_errors_naming_the_argument(call, message):
@@ -212,7 +212,7 @@ def test_trend_filter_falls_back_to_banded_lu(monkeypatch):
 
     module = sys.modules["stanflow.wbb.trend_filtering"]
     y = np.sin(np.linspace(0, 4, 80)) + 0.2 * RNG.normal(size=80)
-    w, wp = weights(8, 80, 2)
+    w, wp = bootstrap_weights(8, 80, 2)
     expected = trend_filter(y, 0.3, 2, weights=w, prior_weight=wp)
 
     def failing(*args, **kwargs):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from stanflow.wbb import ridge, weights
+from stanflow.wbb import bootstrap_weights, solve_ridge
 from stanflow.wbb.stan_optimize import glm_model, optimize_draws, wbb_glm
 
 pytestmark = pytest.mark.e2e
@@ -23,11 +23,11 @@ def _data(n=80, p=3):
 
 def test_weighted_ridge_through_stan_matches_the_closed_form(tmp_path):
     X, y = _data()
-    w, wp = weights(4, len(y), 6)
+    w, wp = bootstrap_weights(4, len(y), 6)
     draws = optimize_draws(glm_model("squared", "ridge"), X, y, 6.0, w, wp, fit_intercept=True,
                            args=TIGHT, out_dir=tmp_path / "runs")
-    # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in ridge().
-    exact = ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
+    # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in solve_ridge().
+    exact = solve_ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
     assert draws.converged.all() and np.all(draws.stats["exit_code"] == 0)
     np.testing.assert_allclose(draws.params["beta"], exact.beta, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(draws.params["intercept"], exact.intercept, rtol=1e-4, atol=1e-5)
@@ -79,7 +79,7 @@ def test_iteration_limit_is_reported_as_not_converged():
 )
 def test_bad_input_fails_before_any_run(kwargs, message, tmp_path):
     X, y = _data()
-    w, _ = weights(1, len(y), 2)
+    w, _ = bootstrap_weights(1, len(y), 2)
     call = {"X": X, "y": y, "lam": 1.0, "weights": w, **kwargs}
     with pytest.raises(ValueError, match=message):
         optimize_draws(glm_model(), call.pop("X"), call.pop("y"), call.pop("lam"), call.pop("weights"),
@@ -89,7 +89,7 @@ def test_bad_input_fails_before_any_run(kwargs, message, tmp_path):
 
 def test_pseudo_huber_penalty_matches_scipy(tmp_path):
     X, y = _data()
-    w, wp = weights(6, len(y), 3)
+    w, wp = bootstrap_weights(6, len(y), 3)
     delta, lam = 0.5, 20.0
     draws = optimize_draws(glm_model("squared", "pseudo_huber"), X, y, lam, w, wp, penalty_params=[delta],
                            args=TIGHT)

@@ -9,7 +9,7 @@ import pytest
 from sklearn.datasets import load_diabetes
 
 from stanflow import idata
-from stanflow.wbb import lasso
+from stanflow.wbb import solve_lasso
 from stanflow.workflows import run_workflow
 
 
@@ -36,7 +36,7 @@ def test_wbb_diabetes_quick(tmp_path):
     data = load_diabetes()
     X = (data.data - data.data.mean(axis=0)) / data.data.std(axis=0)
     y = data.target - data.target.mean()
-    point = lasso(X, y, summary["lam"], fit_intercept=True).beta[0]
+    point = solve_lasso(X, y, summary["lam"], fit_intercept=True).beta[0]
     low, high = np.quantile(beta, [0.01, 0.99], axis=0)
     assert np.all((low <= point) & (point <= high))
     assert summary["draws_per_second"]["wbb_fixed"] > 0

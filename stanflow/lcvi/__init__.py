@@ -23,7 +23,7 @@ No exported name is also the name of a module of this package.
 See ``docs/lcvi.md``.
 """
 
-from stanflow.lcvi.decision_step import bayes_decisions, empirical_risk, settled
+from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions, settled
 from stanflow.lcvi.loop import ADVI_DEFAULTS, lcvi, run_lcvi
 from stanflow.lcvi.losses import (
     LOSSES,
@@ -52,7 +52,6 @@ __all__ = [
     "PlainVI",
     "Problem",
     "Step",
-    "bayes_decisions",
     "eight_schools",
     "empirical_risk",
     "get_loss",
@@ -60,6 +59,7 @@ __all__ = [
     "lcvi_model",
     "normal_mean",
     "normal_outcomes",
+    "predictive_decisions",
     "run_lcvi",
     "settled",
     "stan_data",

@@ -44,7 +44,7 @@ def settled(previous: np.ndarray, current: np.ndarray, tol: float) -> bool:
     return float(np.max(np.abs(np.asarray(current) - previous))) <= tol
 
 
-def bayes_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
+def predictive_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
     """Bayes decisions for the problem's outcomes under the predictive of draws ``z``.
 
     ``z`` (T, D) are draws of ADVI's unconstrained parameters; the likelihood's

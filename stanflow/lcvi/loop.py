@@ -48,7 +48,7 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.advi import AdviState, run_advi
-from stanflow.lcvi.decision_step import DECISIONS, Judge, bayes_decisions, settled
+from stanflow.lcvi.decision_step import DECISIONS, Judge, predictive_decisions, settled
 from stanflow.lcvi.losses import Loss, utility_scale
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
@@ -208,7 +208,7 @@ def run_lcvi(
         if vi is None:
             vi = runner.plain_vi(schedule)
         eps_theta = rng.standard_normal((int(n_draws), vi.end.mu.size))
-        h = bayes_decisions(problem, vi.end.draws(eps_theta), loss)
+        h = predictive_decisions(problem, vi.end.draws(eps_theta), loss)
         # the utility's scale, from plain VI's losses unless given
         if scale is None:
             scale = _scale_from_plain_vi(
@@ -394,7 +394,7 @@ class _Runner:
         if iteration <= end.iteration:
             return plain
         fit, longer, seconds = self._plain("vi-longer", iteration - end.iteration, end)
-        h = bayes_decisions(self.problem, longer.draws(judge.eps_theta), self.loss)
+        h = predictive_decisions(self.problem, longer.draws(judge.eps_theta), self.loss)
         return judge.plain_vi(fit, longer, h, seconds)
 
     def _plain(

@@ -9,7 +9,8 @@
   CmdStan ``optimize`` on ``stan/wbb/weighted_glm.stan``, one run per draw
   through :mod:`stanflow.runs` (imported on demand: it needs the toolchain);
 - :mod:`~stanflow.wbb.inprocess`: the same smooth problems optimised in
-  process (scipy L-BFGS-B on Stan's gradients through ``bridgestan``), no
+  process by its own L-BFGS, run on all draws of a batch at once in NumPy with
+  one batched call of Stan's gradients (``bridgestan``) per iteration, no
   process per draw;
 - :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier trained by
   full-batch L-BFGS with per-example loss weights;
@@ -22,10 +23,16 @@ See ``docs/wbb.md``.
 import importlib
 
 from stanflow.wbb.bootstrap import Draws, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter
-from stanflow.wbb.lasso import LassoResult, kkt_violation, lambda_max, lasso, lasso_path
-from stanflow.wbb.ridge import RidgeResult, ridge
+from stanflow.wbb.lasso import (
+    LassoResult,
+    kkt_violation,
+    lambda_max,
+    lasso_path,
+    solve_lasso,
+)
+from stanflow.wbb.ridge import RidgeResult, solve_ridge
 from stanflow.wbb.trend_filtering import TrendFilterResult, trend_filter
-from stanflow.wbb.weights import draw_weights, weights
+from stanflow.wbb.weights import bootstrap_weights, draw_weights
 
 # Imported on first use: these need cmdstanpy or bridgestan and the toolchain,
 # which the other solvers do not.
@@ -49,13 +56,14 @@ __all__ = [
     "RidgeResult",
     "TrendFilterResult",
     "WeightedGlm",
+    "bootstrap_weights",
     "draw_weights",
     "kkt_violation",
     "lambda_max",
-    "lasso",
     "lasso_path",
     "lbfgs_draws",
-    "ridge",
+    "solve_lasso",
+    "solve_ridge",
     "trend_filter",
     "wbb",
     "wbb_glm",
@@ -63,5 +71,4 @@ __all__ = [
     "wbb_lasso",
     "wbb_ridge",
     "wbb_trend_filter",
-    "weights",
 ]

@@ -29,10 +29,10 @@ from typing import Any
 import arviz as az
 import numpy as np
 
-from stanflow.wbb.lasso import lasso
-from stanflow.wbb.ridge import ridge
+from stanflow.wbb.lasso import solve_lasso
+from stanflow.wbb.ridge import solve_ridge
 from stanflow.wbb.trend_filtering import trend_filter
-from stanflow.wbb.weights import _positive_int, weights
+from stanflow.wbb.weights import _positive_int, bootstrap_weights
 
 ON_FAILURE = ("warn", "raise")
 
@@ -102,7 +102,7 @@ def wbb(
         raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
     batches = []
     for start in range(0, B, batch_size):
-        w, wp = weights(root_seed, n, min(batch_size, B - start), prior=prior, start=start)
+        w, wp = bootstrap_weights(root_seed, n, min(batch_size, B - start), prior=prior, start=start)
         batches.append((w, wp, solve(w, wp)))
     w = np.concatenate([batch[0] for batch in batches])
     wp = np.concatenate([batch[1] for batch in batches])
@@ -149,7 +149,7 @@ def wbb_lasso(
     batch_size: int | None = None,
     on_failure: str = "warn",
 ) -> az.InferenceData:
-    """WBB draws of the weighted lasso (:func:`stanflow.wbb.lasso.lasso`).
+    """WBB draws of the weighted lasso (:func:`stanflow.wbb.lasso.solve_lasso`).
 
     All draws are warm-started from the unit-weight solution. Posterior
     variables ``beta`` (dims ``feature``) and, with ``fit_intercept``,
@@ -166,16 +166,16 @@ def wbb_lasso(
     feature_names : sequence of str, optional
         Coordinates of ``feature`` (0..p-1 if omitted).
     Other parameters
-        As in :func:`wbb` and :func:`stanflow.wbb.lasso.lasso`.
+        As in :func:`wbb` and :func:`stanflow.wbb.lasso.solve_lasso`.
 
     Returns
     -------
     arviz.InferenceData
     """
-    start = lasso(X, y, lam, fit_intercept=fit_intercept, tol=tol, max_sweeps=max_sweeps)
+    start = solve_lasso(X, y, lam, fit_intercept=fit_intercept, tol=tol, max_sweeps=max_sweeps)
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
-        fit = lasso(
+        fit = solve_lasso(
             X, y, lam, weights=w, prior_weight=wp, fit_intercept=fit_intercept,
             beta0=start.beta, tol=tol, max_sweeps=max_sweeps,
         )
@@ -198,14 +198,14 @@ def wbb_ridge(
     batch_size: int | None = None,
     on_failure: str = "warn",
 ) -> az.InferenceData:
-    """WBB draws of weighted ridge regression (:func:`stanflow.wbb.ridge.ridge`).
+    """WBB draws of weighted ridge regression (:func:`stanflow.wbb.ridge.solve_ridge`).
 
     Same arguments and groups as :func:`wbb_lasso`, without solver statistics.
     """
-    ridge(X, y, lam, fit_intercept=fit_intercept)  # validate once, up front
+    solve_ridge(X, y, lam, fit_intercept=fit_intercept)  # validate once, up front
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
-        fit = ridge(X, y, lam, weights=w, prior_weight=wp, fit_intercept=fit_intercept)
+        fit = solve_ridge(X, y, lam, weights=w, prior_weight=wp, fit_intercept=fit_intercept)
         return Draws(_linear(fit.beta, fit.intercept, fit_intercept), fit.converged)
 
     return _linear_wbb(solve, X, B, root_seed, prior, feature_names, batch_size, on_failure,

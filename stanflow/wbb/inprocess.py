@@ -47,7 +47,7 @@ full step, would call the tiny decreases there convergence).
 
 Scaling is that of :mod:`stanflow.wbb.stan_optimize`: ``loss="squared"`` is
 ``(y - f)^2``, so with ``penalty="ridge"`` at ``lam`` it is
-:func:`stanflow.wbb.ridge.ridge` at ``lam / 2``.
+:func:`stanflow.wbb.ridge.solve_ridge` at ``lam / 2``.
 """
 
 from __future__ import annotations

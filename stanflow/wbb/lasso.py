@@ -80,7 +80,7 @@ class LassoResult:
     fit_intercept: bool
 
 
-def lasso(
+def solve_lasso(
     X: np.ndarray,
     y: np.ndarray,
     lam: float,
@@ -149,7 +149,7 @@ def lasso_path(
         Penalty levels, ``>= 0``; best given in decreasing order (the warm
         starts then follow the path from sparse to dense).
     Other parameters
-        As in :func:`lasso`.
+        As in :func:`solve_lasso`.
 
     Returns
     -------
@@ -162,7 +162,7 @@ def lasso_path(
     results: list[LassoResult] = []
     beta0 = None
     for lam in lams:
-        fit = lasso(
+        fit = solve_lasso(
             X, y, lam, weights=weights, prior_weight=prior_weight, fit_intercept=fit_intercept,
             beta0=beta0, tol=tol, max_sweeps=max_sweeps,
         )

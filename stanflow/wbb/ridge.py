@@ -36,7 +36,7 @@ class RidgeResult:
     converged: np.ndarray
 
 
-def ridge(
+def solve_ridge(
     X: np.ndarray,
     y: np.ndarray,
     lam: float,

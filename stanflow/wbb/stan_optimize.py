@@ -19,7 +19,7 @@ neither is a run that failed (non-zero exit, timeout).
 
 Scaling: the losses of ``stan/losses`` are not halved (``squared`` is
 ``(y - f)^2``), so ``loss="squared"`` with ``penalty="ridge"`` (``|beta|^2 / 2``)
-at ``lam`` is :func:`stanflow.wbb.ridge.ridge` at ``lam / 2``.
+at ``lam`` is :func:`stanflow.wbb.ridge.solve_ridge` at ``lam / 2``.
 """
 
 from __future__ import annotations

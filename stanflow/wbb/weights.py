@@ -43,11 +43,11 @@ def draw_weights(
     w_p : float
         Prior weight.
     """
-    w, wp = weights(root_seed, n, 1, prior=prior, start=index)
+    w, wp = bootstrap_weights(root_seed, n, 1, prior=prior, start=index)
     return w[0], float(wp[0])
 
 
-def weights(
+def bootstrap_weights(
     root_seed: int, n: int, B: int, *, prior: str = "random", start: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weights of draws ``start, ..., start + B - 1``.
