@@ -20,7 +20,6 @@ multiplied by ``exp(accept - target_accept)`` (clipped to ``[0.5, 2]``), as
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -29,7 +28,7 @@ import numpy as np
 
 from stanflow.gibbs.path_target import GibbsTarget
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
-from stanflow.runs import RunSet, RunSpec
+from stanflow.qpaths.stan_moves import nuts_transitions
 
 
 def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -130,41 +129,17 @@ class NutsMoves:
         self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int, root: Path
     ) -> tuple[np.ndarray, float, float]:
         target = self.target
-        variance = np.var(unconstrain(z, target.lower, target.upper), axis=0)
-        metric = root / "metric.json"
-        metric.write_text(json.dumps({"inv_metric": np.where(variance > 0, variance, 1.0).tolist()}))
-        args = {
-            "num_warmup": 0,
-            "num_samples": int(n_moves),
-            "adapt.engaged": False,
-            "stepsize": self.step_size,
-            "metric": "diag_e",
-            "metric_file": str(metric),
-            "max_depth": self.max_depth,
-            "sig_figs": 18,
-        }
-        data = target.data | {"omega": float(omega)}
         name = "theta" if target.X is None else "beta"
-        specs = [
-            RunSpec(
-                data=data,
-                inits={name: float(p[0]) if target.X is None else p.tolist()},
-                args=args,
-            )
-            for p in z
-        ]
-        runset = RunSet(self.model, specs, out_dir=root / "runs", root_seed=int(rng.integers(2**63)))
-        columns = ["theta"] if target.X is None else [f"beta[{k + 1}]" for k in range(target.dim)]
-        moved, accept, seconds = np.empty_like(z), np.empty(len(z)), 0.0
-        for result in runset.run(progress=False):
-            if not result.ok:
-                raise RuntimeError(
-                    f"NUTS move of particle {result.index} at omega = {omega} ended with "
-                    f"{result.status}: {result.message}"
-                )
-            draws = result.draws()
-            names = list(draws.names)
-            moved[result.index] = draws.values[0, -1, [names.index(c) for c in columns]]
-            accept[result.index] = draws.values[0, :, names.index("accept_stat__")].mean()
-            seconds += result.wall_time
-        return moved, float(accept.mean()), seconds
+        return nuts_transitions(
+            self.model,
+            target.data | {"omega": float(omega)},
+            [{name: float(p[0]) if target.X is None else p.tolist()} for p in z],
+            ["theta"] if target.X is None else [f"beta[{k + 1}]" for k in range(target.dim)],
+            inv_metric=np.var(unconstrain(z, target.lower, target.upper), axis=0),
+            step_size=self.step_size,
+            n_moves=n_moves,
+            max_depth=self.max_depth,
+            root=root,
+            seed=int(rng.integers(2**63)),
+            where=f"at omega = {omega}",
+        )

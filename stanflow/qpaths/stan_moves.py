@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import cmdstanpy
 import numpy as np
 
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
@@ -147,43 +148,101 @@ class StanMoves:
         n_moves: int,
         root: Path,
     ) -> tuple[np.ndarray, float, float]:
-        variance = np.var(z, axis=0)
-        variance = np.where(variance > 0, variance, 1.0)
-        metric = root / "metric.json"
-        metric.write_text(json.dumps({"inv_metric": variance.tolist()}))
-        data = self.data | {"beta": float(beta), "q": float(q)}
-        args = {
-            "num_warmup": 0,
-            "num_samples": int(n_moves),
-            "adapt.engaged": False,
-            "stepsize": self.step_size,
-            "metric": "diag_e",
-            "metric_file": str(metric),
-            "max_depth": self.max_depth,
-            "sig_figs": 18,
-        }
-        specs = [
-            RunSpec(data=data, inits={"z": particle.tolist()}, args=args)
-            for particle in z
-        ]
-        runset = RunSet(
-            self.model, specs, out_dir=root / "runs", root_seed=int(rng.integers(2**63))
+        return nuts_transitions(
+            self.model,
+            self.data | {"beta": float(beta), "q": float(q)},
+            [{"z": particle.tolist()} for particle in z],
+            [f"z[{k + 1}]" for k in range(z.shape[1])],
+            inv_metric=np.var(z, axis=0),
+            step_size=self.step_size,
+            n_moves=n_moves,
+            max_depth=self.max_depth,
+            root=root,
+            seed=int(rng.integers(2**63)),
+            where=f"at beta = {beta}, q = {q}",
         )
-        moved = np.empty_like(z)
-        accept = np.empty(len(z))
-        seconds = 0.0
-        for result in runset.run(progress=False):
-            if not result.ok:
-                raise RuntimeError(
-                    f"Stan move of particle {result.index} at beta = {beta}, q = {q} "
-                    f"ended with {result.status}: {result.message}"
-                )
-            draws = result.draws()
-            names = list(draws.names)
-            columns = [names.index(f"z[{k + 1}]") for k in range(z.shape[1])]
-            moved[result.index] = draws.values[0, -1, columns]
-            accept[result.index] = draws.values[
-                0, :, names.index("accept_stat__")
-            ].mean()
-            seconds += result.wall_time
-        return moved, float(accept.mean()), seconds
+
+
+def nuts_transitions(
+    model: cmdstanpy.CmdStanModel,
+    data: dict[str, Any],
+    inits: list[dict[str, Any]],
+    columns: list[str],
+    *,
+    inv_metric: np.ndarray,
+    step_size: float,
+    n_moves: int,
+    max_depth: int,
+    root: Path,
+    seed: int,
+    where: str,
+) -> tuple[np.ndarray, float, float]:
+    """``n_moves`` NUTS transitions from each initial point, one run per point.
+
+    No adaptation: the step size and the diagonal inverse metric are given
+    (zero variances become 1); the runs go through one run set in ``root``.
+
+    Parameters
+    ----------
+    model : cmdstanpy.CmdStanModel
+    data : dict
+        The data of every run.
+    inits : list of dict
+        One initial point per particle, by parameter name.
+    columns : list of str
+        The CSV columns that make a particle, e.g. ``["z[1]", "z[2]"]``.
+    inv_metric : ndarray, shape (d,)
+    step_size : float
+    n_moves, max_depth : int
+    root : pathlib.Path
+        Folder for the metric file and the run set.
+    seed : int
+        The run set's root seed.
+    where : str
+        Says where in the algorithm the moves are, for error messages.
+
+    Returns
+    -------
+    moved : ndarray, shape (len(inits), len(columns))
+        The last draw of each run.
+    accept : float
+        Mean ``accept_stat__`` over runs and transitions.
+    seconds : float
+        Sum of the runs' wall times.
+
+    Raises
+    ------
+    RuntimeError
+        If a run fails; the message holds its status and console text.
+    """
+    metric = root / "metric.json"
+    metric.write_text(
+        json.dumps({"inv_metric": np.where(inv_metric > 0, inv_metric, 1.0).tolist()})
+    )
+    args = {
+        "num_warmup": 0,
+        "num_samples": int(n_moves),
+        "adapt.engaged": False,
+        "stepsize": step_size,
+        "metric": "diag_e",
+        "metric_file": str(metric),
+        "max_depth": max_depth,
+        "sig_figs": 18,
+    }
+    specs = [RunSpec(data=data, inits=init, args=args) for init in inits]
+    runset = RunSet(model, specs, out_dir=root / "runs", root_seed=seed)
+    moved = np.empty((len(inits), len(columns)))
+    accept = np.empty(len(inits))
+    seconds = 0.0
+    for result in runset.run(progress=False):
+        if not result.ok:
+            raise RuntimeError(
+                f"NUTS move of particle {result.index} {where} ended with "
+                f"{result.status}: {result.message}"
+            )
+        draws = result.draws()
+        names = list(draws.names)
+        moved[result.index] = draws.values[0, -1, [names.index(c) for c in columns]]
+        accept[result.index] = draws.values[0, :, names.index("accept_stat__")].mean()
+        seconds += result.wall_time
+    return moved, float(accept.mean()), seconds
