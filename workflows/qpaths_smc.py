@@ -1,8 +1,8 @@
 """q-path SMC for Bayesian logistic regression on Pima and Sonar: error in log Z.
 
-The experiment of Brekelmans et al. (2020), "Annealed importance sampling with
-q-paths", Table 2: predictors scaled to mean 0 and sd 0.5, intercept, labels
-+-1, prior ``N(0, 5^2 I)`` (``stanflow.qpaths.logistic``). SMC
+The SMC experiment of Masrani, Brekelmans et al. (UAI 2021), "q-Paths:
+Generalizing the geometric annealing path using power means": predictors
+scaled to mean 0 and sd 0.5, intercept, labels +-1, prior ``N(0, 5^2 I)`` (``stanflow.qpaths.logistic``). SMC
 (``stanflow.qpaths.smc.smc``, random-walk moves) with ``M`` moves per
 temperature, a fixed schedule of 10 linearly spaced temperatures and the
 adaptive schedule (ESS = N/2), ``R`` independent runs for each path:

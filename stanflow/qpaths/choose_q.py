@@ -31,7 +31,7 @@ def q_grid(n: int = 20, low: float = 1.0, high: float = 5.0) -> np.ndarray:
     """``q = 1 - logspace(-low, -high, n)`` followed by ``q = 1``, shape ``(n + 1,)``.
 
     The defaults give the grid ``1 - q = 10^-1, ..., 10^-5`` (20 values) of
-    Brekelmans et al. (2020) plus the geometric path.
+    Masrani, Brekelmans et al. (UAI 2021) plus the geometric path.
     """
     if n < 1 or not 0 <= low < high:
         raise ValueError(

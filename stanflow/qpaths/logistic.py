@@ -1,6 +1,6 @@
 """Bayesian logistic regression as an SMC target: UCI data and vectorised densities.
 
-The model of the q-path SMC experiments (Brekelmans et al. 2020): predictors
+The model of the q-path SMC experiments (Masrani, Brekelmans et al., UAI 2021): predictors
 standardised to mean 0 and standard deviation 0.5, an intercept column, labels
 ``y in {-1, +1}``, prior ``z ~ N(0, 5^2 I)`` (the normalised base ``pi0``) and
 target ``pi1(z) = pi0(z) prod_i sigmoid(y_i x_i' z)``, so ``Z = p(y)``.

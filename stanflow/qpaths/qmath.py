@@ -1,7 +1,8 @@
 """q-logarithms, q-exponentials and q-path densities, in log space.
 
 Between a normalised base ``pi0`` and an unnormalised target ``pi1`` the q-path
-(Brekelmans et al. 2020, "Annealed importance sampling with q-paths") is the
+(Masrani, Brekelmans et al., UAI 2021, "q-Paths: Generalizing the geometric
+annealing path using power means") is the
 power mean with exponent ``s = 1 - q``::
 
     pi_{beta,q}(z) = [(1 - beta) pi0(z)^s + beta pi1(z)^s]^(1/s)
