@@ -2,9 +2,9 @@
 
 The repository keeps three top-level folders that users read and edit:
 ``stan/`` (programs, templates and slot files), ``workflows/`` (one script per
-paper experiment) and ``data/`` (small data). A wheel carries copies of them as
-package data under ``stanflow/_resources/`` (``setup.py`` copies them at
-build time), read through :mod:`importlib.resources`; an editable install or a
+paper experiment) and ``data/`` (small data). A wheel carries them as
+package data under ``stanflow/_resources/`` (``pyproject.toml`` maps the
+folders there), read through :mod:`importlib.resources`; an editable install or a
 checkout on ``sys.path`` reads the repository's own folders. Either way the
 rest of stanflow asks :func:`resource_dir` and never assumes a checkout.
 """
