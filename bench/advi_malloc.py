@@ -35,8 +35,9 @@ import cmdstanpy
 import numpy as np
 from _common import machine_info, median, print_table, run_timed, write_results
 
-from stanflow.lcvi import get_loss, lcvi_model, stan_data
+from stanflow.lcvi import lcvi_model, stan_data
 from stanflow.lcvi.mf import load_lastfm, matrix_factorisation, reference_split
+from stanflow.losses import bound_loss
 
 VARIANTS = {"keep": None, "glibc": "glibc.malloc.tcache_count=7"}
 PATHS = ("plain", "checkpoint", "resumed")
@@ -60,7 +61,7 @@ def main() -> None:
     problem = matrix_factorisation(
         Y, reference_split(Y.shape), K=20, prior_sd=10.0, noise_sd=1.0
     )
-    loss = get_loss("squared")
+    loss = bound_loss("squared")
     model = lcvi_model(loss, problem.template)  # compiled before timing
     data = stan_data(
         problem,

@@ -51,10 +51,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import numpy as np
 from _common import REPO, machine_info, median, print_table, write_results
 
+from stanflow import arviz_compat
 from stanflow import idata as sf_idata
 from stanflow.models import compile_model, program_path
 
@@ -110,8 +110,8 @@ def csv_elapsed(csv_files: list[str]) -> list[dict[str, float]]:
 def min_bulk_ess(mu: np.ndarray, tau: np.ndarray) -> dict[str, float]:
     """Bulk ESS of ``mu`` and ``tau`` (arrays chain x draw) and their minimum."""
     ess = {
-        "mu": float(az.ess(np.asarray(mu), method="bulk")),
-        "tau": float(az.ess(np.asarray(tau), method="bulk")),
+        "mu": arviz_compat.ess(np.asarray(mu), method="bulk"),
+        "tau": arviz_compat.ess(np.asarray(tau), method="bulk"),
     }
     ess["min"] = min(ess["mu"], ess["tau"])
     return ess

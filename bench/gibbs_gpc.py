@@ -27,8 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stanflow.gibbs import loss_function
 from stanflow.gibbs.gpc import calibrate_gpc, risk_minimiser
+from stanflow.losses import loss_function
 
 REFERENCE = {"per_step_s": 0.79, "per_calibration_s": 7.0}
 

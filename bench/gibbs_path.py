@@ -28,11 +28,11 @@ import time
 import numpy as np
 from _common import RESULTS_DIR, machine_info, print_table, write_results
 
-from stanflow.gibbs import loss_function
 from stanflow.gibbs.gpc import calibrate_gpc, risk_minimiser
 from stanflow.gibbs.path import LearningRatePath
 from stanflow.gibbs.path_gpc import path_gpc
 from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.losses import loss_function
 
 SEED = 20240505
 PRIOR = {"prior": "normal", "prior_params": {"mean": 0, "sd": 10}}

@@ -16,9 +16,9 @@ import json
 import sys
 import time
 
-import arviz as az
 from _common import REPO, RESULTS_DIR
 
+from stanflow import arviz_compat
 from stanflow.wbb import wbb_lasso
 
 sys.path.insert(0, str(REPO / "workflows"))
@@ -36,7 +36,7 @@ def main() -> None:
         wbb_lasso(X, y, lam, B, root_seed=5, prior=prior, fit_intercept=True, on_failure="raise")
         rates[f"wbb_{prior}_draws_per_second"] = B / (time.perf_counter() - start)
     posterior, seconds = bridge(X, y, quick=False)
-    ess = az.ess(posterior, var_names=["beta"])["beta"].values
+    ess = arviz_compat.ess(posterior, var_names=["beta"])["beta"].values
     rates["bridge_min_ess_per_second"] = float(ess.min() / seconds)
     rates["bridge_median_ess_per_second"] = float(sorted(ess)[len(ess) // 2] / seconds)
     result = {

@@ -2,7 +2,10 @@
 
 ``stanflow toolchain install|info|path`` manage the CmdStan installation;
 ``stanflow list`` and ``stanflow run NAME`` list and run the workflows of
-:mod:`stanflow.workflows`, which is imported only by those two commands.
+:mod:`stanflow.workflows`; ``stanflow results render|check FILE...``
+re-render or check the results blocks of documents from the stored runs
+(:mod:`stanflow.stored_results`). Those modules are imported only by the
+commands that use them.
 """
 
 from __future__ import annotations
@@ -11,7 +14,6 @@ import argparse
 import importlib
 import json
 import sys
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -93,6 +95,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _results(args: argparse.Namespace) -> int:
+    stored = importlib.import_module("stanflow.stored_results")
+    stale = 0
+    for path in args.files:
+        try:
+            if args.action == "render":
+                changed = stored.render_file(path, args.results)
+                print(f"{path}: {changed} block(s) re-rendered" if changed else f"{path}: up to date")
+            else:
+                messages = stored.stale_blocks(path.read_text(), args.results)
+                stale += len(messages)
+                print(f"{path}: " + ("up to date" if not messages else "stale"))
+                for message in messages:
+                    print(f"  {message}")
+        except (stored.ResultsError, OSError) as error:
+            print(f"stanflow results: error: {error}", file=sys.stderr)
+            return EXIT_FAILURE
+    return EXIT_FAILURE if stale else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the parser of the ``stanflow`` command."""
     parser = argparse.ArgumentParser(
@@ -138,6 +160,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="output directory (default: runs/NAME)",
     )
     run.set_defaults(handler=_run)
+
+    results = commands.add_parser(
+        "results", help="render or check the results blocks of documents (docs/results.md)"
+    )
+    results_actions = results.add_subparsers(dest="action", required=True)
+    for action, text in (
+        ("render", "rewrite every results block from its stored summary"),
+        ("check", "list the blocks that differ from their stored summary (exit 1 if any)"),
+    ):
+        command = results_actions.add_parser(action, help=text)
+        command.add_argument("files", nargs="+", type=Path, help="Markdown files")
+        command.add_argument(
+            "--results", type=Path, default=Path("results"),
+            help="folder of stored runs, one folder per workflow (default: results)",
+        )
+        command.set_defaults(handler=_results)
     return parser
 
 
@@ -150,9 +188,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         Arguments without the program name; defaults to ``sys.argv[1:]``.
     """
     args = build_parser().parse_args(argv)
-    # ArviZ 0.23 announces its 1.0 refactor with a FutureWarning on import:
-    # nothing a user of the command can act on.
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"arviz(\.|$)")
     try:
         return args.handler(args)
     except ToolchainError as error:

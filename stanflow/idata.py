@@ -1,7 +1,9 @@
-"""cmdstanpy results -> ``arviz.InferenceData``, and netCDF save/load.
+"""cmdstanpy results -> the installed ArviZ's results, and netCDF save/load.
 
-:func:`to_inference_data` accepts every cmdstanpy result. MCMC goes through
-``arviz.from_cmdstanpy``; the other methods, which ArviZ does not read, go through
+:func:`to_inference_data` accepts every cmdstanpy result and returns an
+``arviz.InferenceData`` under ArviZ 0.x, an ``xarray.DataTree`` under ArviZ 1.x
+(:mod:`stanflow.arviz_compat`), with the same groups. MCMC goes through ArviZ's
+``from_cmdstanpy``; the other methods, which ArviZ does not read, go through
 :func:`columns_to_dataset`, a pure function from Stan column names and a
 ``(chain, draw, column)`` array to an ``xarray.Dataset`` with named dims.
 
@@ -20,12 +22,11 @@ CmdStanGQ          the parent fit's groups, with the generated quantities merged
 =================  ==============================================================
 
 The run configuration cmdstanpy parsed from the CSV header (method, algorithm,
-iterations, seed, ...) is stored as the InferenceData's root attributes.
+iterations, seed, ...) is stored as the results' root attributes.
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import tempfile
@@ -33,10 +34,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 import xarray as xr
+
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 
 Fit = (
     cmdstanpy.CmdStanMCMC
@@ -165,8 +168,8 @@ def to_inference_data(
     constant_data: Mapping[str, Any] | None = None,
     posterior_predictive: str | Sequence[str] | None = None,
     log_likelihood: str | Sequence[str] | None = None,
-) -> az.InferenceData:
-    """Convert any cmdstanpy result into an ``arviz.InferenceData``.
+) -> Results:
+    """Convert any cmdstanpy result into the installed ArviZ's results.
 
     Parameters
     ----------
@@ -189,8 +192,9 @@ def to_inference_data(
 
     Returns
     -------
-    arviz.InferenceData
-        See the module docstring for the groups of each method. The root
+    Results
+        ``arviz.InferenceData`` (ArviZ 0.x) or ``xarray.DataTree`` (ArviZ 1.x);
+        see the module docstring for the groups of each method. The root
         attributes hold the CmdStan run configuration (for a GQ result, its
         parent's).
 
@@ -236,15 +240,16 @@ def to_inference_data(
         _resolve_names("log_likelihood", log_likelihood, shapes, default=["log_lik"]),
     )
     config_source = fit.previous_fit if isinstance(fit, cmdstanpy.CmdStanGQ) else fit
-    return az.InferenceData(attrs=_run_config(config_source), **groups, **data_groups)
+    return arviz_compat.build(groups | data_groups, attrs=_run_config(config_source))
 
 
-def save(idata: az.InferenceData, path: str | os.PathLike) -> Path:
+def save(idata: Results, path: str | os.PathLike) -> Path:
     """Write ``idata`` to a netCDF file atomically (temporary file, then rename).
 
     Parameters
     ----------
-    idata : arviz.InferenceData
+    idata : Results
+        ``arviz.InferenceData`` (ArviZ 0.x) or ``xarray.DataTree`` (ArviZ 1.x).
     path : str or os.PathLike
         Target file, conventionally ``*.nc``; its folder must exist.
 
@@ -253,9 +258,10 @@ def save(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     pathlib.Path
         The path written.
     """
-    if not isinstance(idata, az.InferenceData):
+    if not isinstance(idata, Results):
         raise TypeError(
-            f"idata must be an arviz.InferenceData, got {type(idata).__name__}"
+            f"idata must be a {Results.__name__} (the installed ArviZ's results), "
+            f"got {type(idata).__name__}"
         )
     path = Path(path)
     if not path.parent.is_dir():
@@ -263,7 +269,7 @@ def save(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        idata.to_netcdf(tmp)
+        arviz_compat.write_netcdf(idata, tmp)
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
     finally:
@@ -272,8 +278,8 @@ def save(idata: az.InferenceData, path: str | os.PathLike) -> Path:
     return path
 
 
-def load(path: str | os.PathLike) -> az.InferenceData:
-    """Read an InferenceData written by :func:`save`, fully into memory.
+def load(path: str | os.PathLike) -> Results:
+    """Read results written by :func:`save`, fully into memory.
 
     Parameters
     ----------
@@ -281,13 +287,13 @@ def load(path: str | os.PathLike) -> az.InferenceData:
 
     Returns
     -------
-    arviz.InferenceData
+    Results
+        ``arviz.InferenceData`` (ArviZ 0.x) or ``xarray.DataTree`` (ArviZ 1.x).
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"path: file not found: {path}")
-    with az.rc_context({"data.load": "eager"}):
-        return az.from_netcdf(path)
+    return arviz_compat.read_netcdf(path)
 
 
 def _parse_columns(
@@ -392,13 +398,8 @@ def _named_dataset(
     return xr.Dataset(variables, coords=used, attrs=_library_attrs())
 
 
-def _library_attrs() -> dict[str, str]:
-    return {
-        "created_at": datetime.datetime.now(datetime.UTC).isoformat(),
-        "arviz_version": az.__version__,
-        "inference_library": "cmdstanpy",
-        "inference_library_version": cmdstanpy.__version__,
-    }
+def _library_attrs() -> dict[str, Any]:
+    return arviz_compat.make_attrs(cmdstanpy)
 
 
 def _stan_shapes(fit: Fit) -> dict[str, tuple[int, ...]]:
@@ -452,7 +453,7 @@ def _fit_groups(
             for name, var in fit.metadata.stan_vars.items()
             if var.type.name == "COMPLEX"
         }
-        idata = az.from_cmdstanpy(
+        groups = arviz_compat.from_cmdstanpy(
             fit,
             coords=coords,
             dims=dims,
@@ -460,9 +461,7 @@ def _fit_groups(
             log_likelihood=loglik or False,
             dtypes=complex_vars,
         )
-        return {
-            group: _complex_as_parts(getattr(idata, group)) for group in idata.groups()
-        }
+        return {name: _complex_as_parts(group) for name, group in groups.items()}
     if isinstance(fit, cmdstanpy.CmdStanGQ):
         return _gq_groups(fit, coords, dims, predictive, loglik)
     point = None

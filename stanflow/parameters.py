@@ -8,10 +8,12 @@ before anything compiles or runs::
 
     // params: tau in (0, 1)
     // params: mean, sd in (0, inf)
+    // params: c != 0
     // params: none
 
 Each name may carry the open interval ``(lower, upper)`` its value must lie in
-(``inf`` and ``-inf`` allowed; without an interval any finite value). The
+(``inf`` and ``-inf`` allowed), or ``!= 0`` (any finite value but 0); without
+either, any finite value. The
 order is the order of the Stan vector. :func:`declared_parameters` reads the
 declaration, :func:`check_vector` checks a caller's values against it (count,
 finiteness, ranges), and :func:`bind` checks a mapping of names against
@@ -39,11 +41,14 @@ class Parameter:
         Its name, e.g. ``"tau"``.
     lower, upper : float, default -inf, inf
         Exclusive bounds; the value must also be finite.
+    nonzero : bool, default False
+        Whether 0 is excluded too (LinEx's ``c``).
     """
 
     name: str
     lower: float = -math.inf
     upper: float = math.inf
+    nonzero: bool = False
 
     def check(self, value: Any, where: str) -> float:
         """Return ``value`` as a float, or raise ``ValueError`` naming ``where``."""
@@ -56,6 +61,8 @@ class Parameter:
                 f"{where} must be finite and in ({self.lower:g}, {self.upper:g}), "
                 f"got {value!r}"
             )
+        if self.nonzero and number == 0:
+            raise ValueError(f"{where} must be non-zero, got {value!r}")
         return number
 
 
@@ -110,7 +117,8 @@ def bind(
 _DECLARATION = re.compile(r"^\s*//\s*params:\s*(?P<body>.*?)\s*$")
 _ITEM = re.compile(
     r"^(?P<name>[A-Za-z][A-Za-z0-9_]*)"
-    r"(?:\s+in\s+\(\s*(?P<lower>[^,()]+?)\s*,\s*(?P<upper>[^,()]+?)\s*\))?$"
+    r"(?:\s+in\s+\(\s*(?P<lower>[^,()]+?)\s*,\s*(?P<upper>[^,()]+?)\s*\)"
+    r"|\s*(?P<nonzero>!=\s*0))?$"
 )
 
 
@@ -144,8 +152,8 @@ def declared_parameters(path: str | os.PathLike) -> tuple[Parameter, ...] | None
             if found is None:
                 raise ValueError(
                     f"{path}, line {number}: cannot read the parameter {item!r} of "
-                    "'// params:'; write NAME or NAME in (LOWER, UPPER), comma-separated, "
-                    "or 'none'"
+                    "'// params:'; write NAME, NAME in (LOWER, UPPER) or NAME != 0, "
+                    "comma-separated, or 'none'"
                 )
             lower, upper = found.group("lower"), found.group("upper")
             parameters.append(
@@ -153,6 +161,7 @@ def declared_parameters(path: str | os.PathLike) -> tuple[Parameter, ...] | None
                     found.group("name"),
                     -math.inf if lower is None else _bound(lower, path, number),
                     math.inf if upper is None else _bound(upper, path, number),
+                    nonzero=found.group("nonzero") is not None,
                 )
             )
         return tuple(parameters)

@@ -9,7 +9,9 @@ A workflow is a script ``workflows/<name>.py`` shipped with stanflow (workflow
 and ending in ``if __name__ == "__main__": sys.exit(main(run, DESCRIPTION))`` so
 that ``python workflows/<name>.py --out DIR [--quick]`` works. The summary dict
 ``run`` returns is written to ``out/summary.json`` by the runner, so every
-workflow has one.
+workflow has one, with the runner's ``provenance`` block (command, seed, quick
+or full, source commit, machine, times; :mod:`stanflow.provenance`). A
+workflow reports its seed(s) under the summary key ``seed``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -27,6 +30,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from stanflow import provenance
 from stanflow.resources import resource_dir
 
 WORKFLOWS_DIR = resource_dir("workflows")
@@ -91,7 +95,8 @@ def execute(run: RunFunction, out: Path, quick: bool) -> dict[str, Any]:
     Parameters
     ----------
     run : callable
-        A workflow's ``run`` function.
+        A workflow's ``run`` function; the workflow's name is its script's
+        (``workflows/gibbs_path.py`` is ``gibbs-path``).
     out : pathlib.Path
         Output folder, created if missing.
     quick : bool
@@ -100,14 +105,25 @@ def execute(run: RunFunction, out: Path, quick: bool) -> dict[str, Any]:
     Returns
     -------
     dict
-        The summary as written to ``out/summary.json``.
+        The summary as written to ``out/summary.json``: what ``run`` returned
+        plus ``provenance`` (:func:`stanflow.provenance.finish`).
+
+    Raises
+    ------
+    TypeError
+        If ``run`` does not return a mapping.
+    ValueError
+        If the summary has its own ``provenance`` key (the runner's).
     """
     out = Path(out)
+    start = provenance.begin(_name_of(run), out, bool(quick))
     out.mkdir(parents=True, exist_ok=True)
     summary = run(out, bool(quick))
     if not isinstance(summary, Mapping):
         raise TypeError(f"run must return a dict summary, got {type(summary).__name__}")
-    write_summary(out, summary)
+    if "provenance" in summary:
+        raise ValueError("the summary's key 'provenance' is the runner's; rename it")
+    write_summary(out, {**summary, "provenance": provenance.finish(start, summary.get("seed"))})
     return json.loads((out / "summary.json").read_text())
 
 
@@ -169,7 +185,18 @@ def write_json(path: Path, record: Mapping[str, Any]) -> Path:
     """
     path = Path(path)
     text = json.dumps(_jsonable(record, path.stem), indent=2, allow_nan=False) + "\n"
-    return _write_atomic(path, lambda tmp: Path(tmp).write_text(text))
+    return write_text(path, text)
+
+
+def write_text(path: Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: the file is either the old one or the new one.
+
+    Returns
+    -------
+    pathlib.Path
+        The file written.
+    """
+    return _write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text))
 
 
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
@@ -232,6 +259,11 @@ def _jsonable(value: Any, where: str) -> Any:
     raise TypeError(
         f"{where} is a {type(value).__name__}, which cannot be written as JSON"
     )
+
+
+def _name_of(run: RunFunction) -> str:
+    """The workflow name of a ``run`` function: its script's, as in :func:`_scripts`."""
+    return Path(inspect.getfile(run)).stem.replace("_", "-")
 
 
 def _scripts() -> dict[str, Path]:

@@ -21,7 +21,6 @@ import stanflow.gibbs as gibbs_package
         ("safebayes", ["calibrate_safebayes"]),
         ("path_calibration", ["calibrate_path"]),
         ("path", ["LearningRatePath", "gibbs_path"]),
-        ("losses", ["LOSSES", "Loss", "get_loss", "loss_function"]),
         ("priors", ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"]),
         ("sampling", ["gibbs_model", "posterior", "stan_data"]),
     ],

@@ -10,7 +10,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from stanflow.gibbs import grid, log_prior_on_grid, loss_function
+from stanflow.gibbs import grid, log_prior_on_grid
+from stanflow.losses import loss_function
 
 RNG = np.random.default_rng(20240504)
 Y = RNG.normal(1.3, 2.0, size=30)

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate_holmes_walker, calibrate_plugin, get_loss
+from stanflow.gibbs import calibrate_holmes_walker, calibrate_plugin
 from stanflow.gibbs.loss_terms import stan_terms
 from stanflow.gibbs.plugin import sensitivity_from_terms
+from stanflow.losses import get_loss
 
 pytestmark = pytest.mark.e2e
 

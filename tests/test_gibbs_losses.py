@@ -9,10 +9,16 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from stanflow.gibbs import LOSSES, PRIORS, get_loss, log_prior_on_grid, loss_function
+from stanflow.gibbs import PRIORS, log_prior_on_grid
+from stanflow.losses import LOSSES, get_loss, loss_function
 from stanflow.models import STAN_DIR
 
-PARAMS = {"check": {"tau": 0.3}, "huber": {"delta": 0.7}, "normal_nll": {"sigma": 1.5}}
+PARAMS = {
+    "check": {"tau": 0.3},
+    "huber": {"delta": 0.7},
+    "normal_nll": {"sigma": 1.5},
+    "linex": {"c": 0.7},
+}
 
 
 @pytest.mark.parametrize(

@@ -26,9 +26,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from stanflow.gibbs import grid, log_prior_on_grid, loss_function
+from stanflow import arviz_compat
+from stanflow.gibbs import grid, log_prior_on_grid
 from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, grid_coverage
-from stanflow.gibbs.losses import Loss
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic
 from stanflow.gibbs.path_read import cdf, reweight
@@ -40,6 +40,7 @@ from stanflow.gibbs.reweighting import (
     normalise,
     resample_counts,
 )
+from stanflow.losses import Loss, loss_function
 
 DELTA = 1e-3
 Z_TOL = 4.0
@@ -74,7 +75,7 @@ def test_path_posteriors_and_log_z_match_the_grid(case):
     y = make(np.random.default_rng(7))
     idata = gibbs_path(y, omega_max=3.0, loss=loss, loss_params=params, bounds=bounds,
                        n_particles=2000, seed=11)
-    path = idata.path
+    path = arviz_compat.group(idata, "path")
     assert path["omega"].values[0] == 0 and path["omega"].values[-1] == 3.0
     theta = np.linspace(*bounds, 4001)
     sums = grid.loss_sums(theta, y, loss_function(loss, params))
@@ -107,7 +108,7 @@ def test_conjugate_squared_loss_normal_prior_in_closed_form():
     m0, s0 = 0.5, 2.0
     idata = gibbs_path(y, omega_max=2.0, loss="squared", prior="normal",
                        prior_params={"mean": m0, "sd": s0}, n_particles=2000, seed=5)
-    path = idata.path
+    path = arviz_compat.group(idata, "path")
     points = read_points(path)
     tolerance = dkw([e for _, e in points], len(points))
     for (omega, ess), tol in zip(points, tolerance):
@@ -133,8 +134,9 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
     a box in the prior's upper tail tests the normalisation's tail formula."""
     y = np.random.default_rng(0).gamma(2.0, 1.0, 50)
     for bounds in ((0.5, 3.0), (2.5, 9.0)):
-        path = gibbs_path(y, bounds=bounds, prior="normal", prior_params={"mean": 1, "sd": 0.7},
-                          n_particles=2000, seed=0).path
+        idata = gibbs_path(y, bounds=bounds, prior="normal", prior_params={"mean": 1, "sd": 0.7},
+                           n_particles=2000, seed=0)
+        path = arviz_compat.group(idata, "path")
         theta = np.linspace(*bounds, 4001)
         sums = grid.loss_sums(theta, y, loss_function("absolute"))
         log_prior = log_prior_on_grid(theta, "normal", {"mean": 1, "sd": 0.7})
@@ -170,7 +172,7 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
     but every omega is read from them by importance weights."""
     y = np.random.default_rng(2).gamma(2.0, 1.0, 100)
     idata = gibbs_path(y, omega_max=1.0, bounds=(0, 8), q=0.99, n_particles=2000, seed=3)
-    path = idata.path
+    path = arviz_compat.group(idata, "path")
     assert path.attrs["q"] == 0.99
     theta = np.linspace(0, 8, 4001)
     sums = grid.loss_sums(theta, y, loss_function("absolute"))

@@ -9,7 +9,8 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate_plugin, loss_function, plugin
+from stanflow.gibbs import calibrate_plugin, plugin
+from stanflow.losses import loss_function
 
 # Gamma(2, 1): F(m) = 1 - exp(-m) (1 + m) = 1/2 at m = 1.67835; f(m) = m exp(-m).
 MEDIAN = 1.6783469900166608

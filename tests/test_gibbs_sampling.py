@@ -70,7 +70,7 @@ def test_linear_data_with_a_loss_file_and_per_coefficient_bounds(tmp_path):
             ValueError,
             r"loss_params\['tau'\] must be finite and in \(0, 1\)",
         ),
-        ({"loss": "pinball"}, ValueError, "unknown loss 'pinball'; shipped losses"),
+        ({"loss": "hubber"}, ValueError, "unknown loss 'hubber'; shipped losses"),
         ({"loss": "nowhere/my.stanfunctions"}, ValueError, "loss: file not found"),
         ({"prior": "normal"}, ValueError, r"prior 'normal' takes \['mean', 'sd'\]"),
         ({"X": np.ones((2, 1))}, ValueError, r"X must have shape \(3, K\)"),

@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import re
 
-import arviz as az
 import numpy as np
 import pytest
 
-from stanflow.gibbs import LOSSES, grid, log_prior_on_grid, loss_function, posterior
+from stanflow import arviz_compat
+from stanflow.gibbs import grid, log_prior_on_grid, posterior
 from stanflow.gibbs.sampling import LOSS_SIGNATURE, gibbs_model
+from stanflow.losses import LOSSES, loss_function
 from stanflow.models import CompileError, compile_model
 
 pytestmark = pytest.mark.e2e
 
 PROBS = np.array([0.05, 0.25, 0.5, 0.75, 0.95])
-PARAMS = {"check": {"tau": 0.3}, "huber": {"delta": 0.7}, "normal_nll": {"sigma": 1.5}}
+PARAMS = {
+    "check": {"tau": 0.3},
+    "huber": {"delta": 0.7},
+    "normal_nll": {"sigma": 1.5},
+    "linex": {"c": 0.7},
+}
 
 
 def assert_quantiles_match(idata, name, post):
@@ -24,7 +30,7 @@ def assert_quantiles_match(idata, name, post):
     draws = idata.posterior[name].values.ravel()
     mcse = [
         float(
-            az.mcse(idata, var_names=[name], method="quantile", prob=p)[name].squeeze()
+            arviz_compat.mcse(idata, var_names=[name], method="quantile", prob=p)[name].squeeze()
         )
         for p in PROBS
     ]
@@ -179,10 +185,7 @@ def test_quantile_regression_matches_a_two_dimensional_grid(cmdstan):
         cdf = np.cumsum(marginal) / marginal.sum()
         exact = np.interp(PROBS, cdf, axis)
         draws = idata.posterior["beta"].sel(coef=idata.posterior["coef"][k])
-        mcse = [
-            float(az.mcse(draws.to_dataset(name="b"), method="quantile", prob=p)["b"])
-            for p in PROBS
-        ]
+        mcse = [float(arviz_compat.mcse(draws, method="quantile", prob=p)) for p in PROBS]
         np.testing.assert_array_less(np.abs(np.quantile(draws.values, PROBS) - exact),
                                      4 * np.array(mcse) + (axis[1] - axis[0]))
     saved = idata.posterior["pointwise_loss"].values.reshape(-1, 50)

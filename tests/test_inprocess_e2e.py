@@ -54,13 +54,13 @@ def _gibbs(loss: str, params: dict) -> dict:
 def _lcvi() -> dict:
     problem = normal_mean(np.array([0.3, -0.5, 1.1]), 1.5)
     eps_y = np.random.default_rng(2).standard_normal((4, 3))
-    from stanflow.lcvi.losses import get_loss
+    from stanflow.losses import bound_loss
 
     data = lcvi_data(problem, np.array([-1.0, 0.2, 0.5]), eps_y,
-                     get_loss("tilted", q=0.2), "exp", 0.3, "naive", 1.0)
+                     bound_loss("check", tau=0.2), "exp", 0.3, "naive", 1.0)
     return {
         "source": program_path(problem.template),
-        "slots": {"loss.stanfunctions": program_path("lcvi/losses/tilted.stanfunctions")},
+        "slots": {"loss.stanfunctions": program_path("losses/check.stanfunctions")},
         "data": data,
         "params": {"theta": 0.7},
     }

@@ -17,7 +17,7 @@ import stanflow.lcvi as lcvi_package
         ("loop", ["ADVI_DEFAULTS", "lcvi", "run_lcvi"]),
         ("results", ["Loop", "PlainVI", "Step", "to_idata"]),
         ("decision_step", ["empirical_risk", "predictive_decisions", "settled"]),
-        ("losses", ["utility_from_losses", "utility_scale"]),
+        ("utility_transform", ["utility_from_losses", "utility_scale"]),
     ],
 )
 def test_public_names_are_the_same_objects_in_the_package_and_their_module(

@@ -1,6 +1,6 @@
 """The LCVI loop on a conjugate model against the calibrated optimum found by brute force.
 
-``theta ~ N(0, 10^2)``, ``y_n ~ N(theta, 1)``, tilted loss q = 0.2 with the
+``theta ~ N(0, 10^2)``, ``y_n ~ N(theta, 1)``, check loss tau = 0.2 with the
 linearised utility ``M - l``. For a normal ``q = N(m, s^2)`` both terms of the
 LCVI objective are closed forms: the ELBO is quadratic in ``m`` plus ``log s``
 and, with the loop's fixed outcome base samples ``eps_y``,
@@ -82,8 +82,8 @@ def loop(cmdstan):
     problem = normal_mean(Y, SIGMA, prior_sd=PRIOR_SD)
     return run_lcvi(
         problem,
-        "tilted",
-        q=Q,
+        "check",
+        tau=Q,
         scale=M,
         tol=0.002,
         seed=5,

@@ -11,8 +11,8 @@ import pytest
 
 from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi, stan_data
 from stanflow.lcvi.decision_step import empirical_risk, settled
-from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
+from stanflow.losses import bound_loss
 from stanflow.workflows import DATA_DIR
 
 SCHOOLS = eight_schools(
@@ -21,7 +21,7 @@ SCHOOLS = eight_schools(
 
 
 def test_empirical_risk_and_settling():
-    loss = get_loss("tilted", q=0.2)
+    loss = bound_loss("check", tau=0.2)
     assert empirical_risk(np.array([1.0, -1.0]), np.zeros(2), loss) == pytest.approx(
         0.5
     )
@@ -36,8 +36,8 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
     with pytest.warns(RuntimeWarning, match="decisions still moved by up to .* in the last block"):
         idata = lcvi(
             SCHOOLS,
-            "tilted",
-            q=0.2,
+            "check",
+            tau=0.2,
             seed=3,
             decision_every=1000,
             tol=1e-9,  # never settles: LCVI goes on to max_iter
@@ -55,7 +55,7 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
     assert dec.attrs["advi_eta"] > 0 and dec.attrs["advi_grad_samples"] == 10
     # LCVI is compared with plain VI continued to the same budget
     assert int(dec.baseline_advi_iteration) == 8000 and dec.attrs["settled"] == 0
-    (folder,) = tmp_path.glob("lcvi-tilted-*")  # the call's own folder
+    (folder,) = tmp_path.glob("lcvi-check-*")  # the call's own folder
     assert (folder / "vi-longer-state.json").is_file()
     assert float(dec.risk[-1]) < float(dec.baseline_risk)
     # The ELBO gives way a little to the utility term, never much.
@@ -70,8 +70,8 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
 def test_loop_settled_before_max_iter_keeps_all_draws_of_its_last_fit(cmdstan, tmp_path):
     loop = run_lcvi(
         SCHOOLS,
-        "tilted",
-        q=0.2,
+        "check",
+        tau=0.2,
         seed=5,
         decision_every=500,
         tol=10.0,  # settles at the first check, at iter < max_iter
@@ -85,7 +85,7 @@ def test_loop_settled_before_max_iter_keeps_all_draws_of_its_last_fit(cmdstan, t
     # a block that might not have been the last wrote only its ELBO's draws;
     # the last one was run again from the same state for all of them
     assert draws == [300, 50, 300]
-    (folder,) = tmp_path.glob("lcvi-tilted-*")
+    (folder,) = tmp_path.glob("lcvi-check-*")
     light = json.loads((folder / "lcvi-002-state.json").read_text())
     again = json.loads((folder / "lcvi-002-draws-state.json").read_text())
     assert light == again
@@ -95,8 +95,8 @@ def test_loop_settled_before_max_iter_keeps_all_draws_of_its_last_fit(cmdstan, t
 def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
     loop = run_lcvi(
         SCHOOLS,
-        "tilted",
-        q=0.2,
+        "check",
+        tau=0.2,
         kind="exp",
         estimator="naive",
         decision="utility",
@@ -121,9 +121,11 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: lcvi(SCHOOLS, "tilted", q=1.5), "q must be in"),
-        (lambda: lcvi(SCHOOLS, "tilted", q=0.0), "q must be in"),
-        (lambda: lcvi(SCHOOLS, "huber"), "loss: unknown loss 'huber'"),
+        (lambda: lcvi(SCHOOLS, "check", tau=1.5), r"loss_params\['tau'\] must be finite and in"),
+        (lambda: lcvi(SCHOOLS, "check", tau=0.0), r"loss_params\['tau'\] must be finite and in"),
+        (lambda: lcvi(SCHOOLS, "check", q=0.2), r"loss 'check' takes \['tau'\]; missing \['tau'\]"),
+        (lambda: lcvi(SCHOOLS, "tilted", q=0.2), "unknown loss 'tilted' \\(stanflow calls it check"),
+        (lambda: lcvi(SCHOOLS, "hubber"), "loss: unknown loss 'hubber'"),
         (lambda: lcvi(SCHOOLS, "squared", scale=-1.0), r"scale \(M\) must be positive"),
         (lambda: lcvi(SCHOOLS, "squared", kind="exp", scale=0.0), r"scale \(gamma\)"),
         (
@@ -160,7 +162,7 @@ def test_loop_rejects_bad_input_before_running(call, message):
 
 
 def test_stan_data_rejects_decisions_of_the_wrong_shape():
-    loss = get_loss("squared")
+    loss = bound_loss("squared")
     eps = np.zeros((2, 8))
     with pytest.raises(ValueError, match=r"h \(decisions\) must have shape \(8,\)"):
         stan_data(SCHOOLS, np.zeros(7), eps, loss, "linear", 1.0)

@@ -1,7 +1,7 @@
 """Numerical Bayes decisions of a loss given only as a Stan file, in process.
 
-Every shipped LCVI loss, given only as its Stan file, must give the closed-form
-Bayes decisions of its Python :class:`~stanflow.lcvi.losses.Loss` on the same
+Every shipped loss with a closed-form decision, given only as its Stan file, must
+give the Bayes decisions of its :class:`~stanflow.losses.BoundLoss` on the same
 samples within the stated tolerance (``XTOL`` times each decision's range of
 samples); a loss of the user's own (log-cosh, no closed form) must give the
 minimiser that a brute-force grid in NumPy finds; the LCVI loop with a loss
@@ -16,19 +16,20 @@ import numpy as np
 import pytest
 
 from stanflow.lcvi import normal_mean, run_lcvi, stan_loss
-from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.numeric_decisions import (
     XTOL,
     bayes_decisions,
     loss_values,
     mixture_decisions,
     noise_nodes,
+    resolve_loss,
 )
+from stanflow.losses import bound_loss
 from stanflow.models import STAN_DIR
 
 pytestmark = pytest.mark.e2e
 
-LOSS_DIR = STAN_DIR / "lcvi" / "losses"
+LOSS_DIR = STAN_DIR / "losses"
 
 S = 1001
 """Odd, and ``(S - 1) q`` is an integer for ``q`` in {0.2, 0.8}: the shipped
@@ -38,8 +39,8 @@ the unique minimiser of the empirical risk, an order statistic."""
 SHIPPED = [
     ("squared", {}),
     ("absolute", {}),
-    ("tilted", {"q": 0.2}),
-    ("tilted", {"q": 0.8}),
+    ("check", {"tau": 0.2}),
+    ("check", {"tau": 0.8}),
     ("linex", {"c": 0.7}),
     ("linex", {"c": -0.4}),
 ]
@@ -55,8 +56,9 @@ LOOP_TOL = 0.01
 LOG_COSH = """\
 // log cosh((h - y - b) / a) with a = loss_params[1] > 0, b = loss_params[2]:
 // quadratic near h = y + b, linear far from it; written without overflow.
-vector loss(vector y, vector h, vector loss_params) {
-  vector[rows(y)] u = abs(h - y - loss_params[2]) / loss_params[1];
+// params: a in (0, inf), b
+real loss(real y, real f, vector loss_params) {
+  real u = abs(f - y - loss_params[2]) / loss_params[1];
   return u + log1p_exp(-2 * u) - log(2);
 }
 """
@@ -103,7 +105,7 @@ def test_decisions_equal_the_closed_forms_of_the_shipped_losses(cmdstan, samples
     h = bayes_decisions(
         LOSS_DIR / f"{name}.stanfunctions", samples, list(params.values())
     )
-    expected = get_loss(name, **params).bayes_decision(samples)
+    expected = bound_loss(name, **params).bayes_decision(samples)
     width = samples.max(axis=0) - samples.min(axis=0)
     assert h.shape == (2, 3)
     assert np.all(np.abs(h - expected) <= XTOL * width), np.abs(h - expected) / width
@@ -117,14 +119,14 @@ def test_mixture_decisions_are_close_to_the_exact_ones(cmdstan, case):
     sd = np.array([0.3, 0.8, 1.2, 2.0])
     loss = stan_loss(LOSS_DIR / f"{name}.stanfunctions", tuple(params.values()))
     h = loss.mixture_decision(loc, sd)
-    expected = get_loss(name, **params).mixture_decision(loc, sd)
+    expected = bound_loss(name, **params).mixture_decision(loc, sd)
     predictive_sd = np.sqrt(loc.var(axis=0) + sd**2)
     assert np.all(np.abs(h - expected) <= MIXTURE_TOL * predictive_sd)
     # the mixture rule is the sample rule on the stratified noise nodes
     nodes = loc[:, None, :] + noise_nodes(1000, 8)[:, :, None] * sd
     assert mixture_decisions(
-        loss.source, loc, sd, loss.params, nodes=8
-    ) == pytest.approx(bayes_decisions(loss.source, nodes.reshape(-1, 4), loss.params))
+        loss.stan_file, loc, sd, loss.params, nodes=8
+    ) == pytest.approx(bayes_decisions(loss.stan_file, nodes.reshape(-1, 4), loss.params))
 
 
 def test_stan_loss_values_equal_the_python_loss(cmdstan):
@@ -133,7 +135,7 @@ def test_stan_loss_values_equal_the_python_loss(cmdstan):
     for name, params in SHIPPED:
         loss = stan_loss(LOSS_DIR / f"{name}.stanfunctions", tuple(params.values()))
         assert loss.name == name and loss.params == tuple(params.values())
-        expected = get_loss(name, **params).value(y, h)
+        expected = bound_loss(name, **params).value(y, h)
         assert loss.value(y, h) == pytest.approx(expected, rel=1e-13, abs=1e-14)
 
 
@@ -153,6 +155,19 @@ def test_a_loss_of_your_own_against_a_brute_force_grid(cmdstan, samples, log_cos
         assert min(abs(h[n] - np.median(column)), abs(h[n] - column.mean())) > 0.01
 
 
+def test_a_shipped_loss_without_a_closed_form_decides_numerically(cmdstan, samples):
+    # huber has no closed-form Bayes decision: resolve_loss takes its Stan file
+    loss = resolve_loss("huber", delta=0.5)
+    assert loss.name == "huber" and loss.stan_file.name == "huber.stanfunctions"
+    y = samples.reshape(S, -1)
+    h = loss.bayes_decision(y)
+    for n in range(y.shape[1]):
+        grid = np.linspace(y[:, n].min(), y[:, n].max(), 20001)
+        u = np.abs(y[:, n, None] - grid)
+        risk = np.where(u <= 0.5, u**2 / 2, 0.5 * (u - 0.25)).mean(axis=0)
+        assert abs(h[n] - grid[np.argmin(risk)]) <= grid[1] - grid[0]
+
+
 def test_a_minimum_outside_the_samples_range_is_an_error(
     cmdstan, samples, log_cosh_file
 ):
@@ -163,18 +178,18 @@ def test_a_minimum_outside_the_samples_range_is_an_error(
 def test_the_loop_with_a_loss_file_takes_the_shipped_losss_decisions(cmdstan):
     problem = normal_mean(np.array([0.3, -0.5, 1.1, 0.6]), 1.0)
     options = {
-        "q": 0.2,
+        "tau": 0.2,
         "seed": 2,
         "decision_every": 500,
         "tol": 10.0,
         "advi_args": {"iter": 2000, "eta": 0.1},
     }
-    path = LOSS_DIR / "tilted.stanfunctions"
+    path = LOSS_DIR / "check.stanfunctions"
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        shipped = run_lcvi(problem, "tilted", **options)
+        shipped = run_lcvi(problem, "check", **options)
         numeric = run_lcvi(problem, path, **options)
-    assert numeric.loss.source == path.resolve() and numeric.loss.name == "tilted"
+    assert numeric.loss.stan_file == path.resolve() and numeric.loss.name == "check"
     assert numeric.loss.params == (0.2,)
     assert [s.state.iteration for s in numeric.steps] == [2000, 1500, 2000]
     # plain VI is the same run: its decisions differ by the mixture rule's error
@@ -186,9 +201,9 @@ def test_the_loop_with_a_loss_file_takes_the_shipped_losss_decisions(cmdstan):
 def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):
     problem = normal_mean(np.array([0.3, -0.5]), 1.0)
     with pytest.raises(
-        ValueError, match=r"loss_params: tilted.stanfunctions takes 1 parameter\(s\) \['q'\], got 0"
+        ValueError, match=r"loss_params: check.stanfunctions takes \['tau'\]; missing \['tau'\]"
     ):
-        run_lcvi(problem, LOSS_DIR / "tilted.stanfunctions")
+        run_lcvi(problem, LOSS_DIR / "check.stanfunctions")
 
 
 @pytest.mark.parametrize(
@@ -209,20 +224,20 @@ def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):
             r"samples must be finite: \d+ value\(s\) are not, first at index",
         ),
         (
-            lambda y: bayes_decisions(LOSS_DIR / "tilted.stanfunctions", y),
-            r"loss_params: tilted.stanfunctions takes 1 parameter\(s\) \['q'\], got 0",
+            lambda y: bayes_decisions(LOSS_DIR / "check.stanfunctions", y),
+            r"loss_params: check.stanfunctions takes 1 parameter\(s\) \['tau'\], got 0",
         ),
         (
             lambda y: stan_loss(LOSS_DIR / "linex.stanfunctions"),
             r"loss_params: linex.stanfunctions takes 1 parameter\(s\) \['c'\], got 0",
         ),
         (
-            lambda y: bayes_decisions(LOSS_DIR / "tilted.stanfunctions", y, [np.nan]),
-            r"loss_params\['q'\] of tilted.stanfunctions must be finite",
+            lambda y: bayes_decisions(LOSS_DIR / "check.stanfunctions", y, [np.nan]),
+            r"loss_params\['tau'\] of check.stanfunctions must be finite",
         ),
         (
-            lambda y: bayes_decisions(LOSS_DIR / "huber.stanfunctions", y),
-            "loss_file: no such file .*huber.stanfunctions",
+            lambda y: bayes_decisions(LOSS_DIR / "hubber.stanfunctions", y),
+            "loss_file: no such file .*hubber.stanfunctions",
         ),
         (
             lambda y: bayes_decisions(LOSS_DIR / "squared.stanfunctions", y, xtol=0.0),
@@ -247,6 +262,6 @@ def test_bad_input_is_a_clear_error(cmdstan, samples, call, message):
 
 def test_arguments_of_the_wrong_type_are_type_errors(samples):
     with pytest.raises(TypeError, match="loss_params must be a sequence of numbers"):
-        bayes_decisions(LOSS_DIR / "tilted.stanfunctions", samples, "0.2")
+        bayes_decisions(LOSS_DIR / "check.stanfunctions", samples, "0.2")
     with pytest.raises(TypeError, match="loss_file must be a path to a Stan file"):
         bayes_decisions(3, samples)

@@ -1,6 +1,6 @@
 """The LCVI Stan templates: their utility term, read off log_prob, equals the NumPy estimate.
 
-Three models are compiled (cached), each with the tilted loss in its slot:
+Three models are compiled (cached), each with the check loss in its slot:
 eight schools, the normal mean and the matrix factorisation (small data). For
 the matrix factorisation the likelihood at weight 0 is also checked against
 NumPy, which checks the column-major cell indices.
@@ -16,11 +16,11 @@ import pytest
 from scipy.stats import norm
 
 from stanflow.advi import run_advi
-from stanflow.lcvi.losses import Loss, get_loss
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.problem import eight_schools, normal_mean
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
+from stanflow.losses import BoundLoss, bound_loss
 from stanflow.workflows import DATA_DIR
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +29,7 @@ SCHOOLS = eight_schools(
     json.loads((DATA_DIR / "eight_schools.json").read_text())
 )
 PARAMS = {"mu": 4.0, "tau": 3.0, "theta": [9.0, 6.0, 2.0, 5.0, 1.0, 3.0, 10.0, 7.0]}
-LOSS = get_loss("tilted", q=0.2)
+LOSS = bound_loss("check", tau=0.2)
 
 
 def log_prob(model, params, data) -> float:
@@ -41,7 +41,7 @@ def log_prob(model, params, data) -> float:
     [("linear", 40.0, "linearised"), ("linear", 40.0, "naive"), ("exp", 0.1, "naive")],
 )
 def test_eight_schools_utility_term_matches_numpy(cmdstan, kind, scale, estimator):
-    model = lcvi_model("tilted", SCHOOLS.template)
+    model = lcvi_model("check", SCHOOLS.template)
     rng = np.random.default_rng(11)
     eps_y = rng.standard_normal((6, 8))
     h = rng.normal(5.0, 5.0, size=8)
@@ -57,7 +57,7 @@ def test_eight_schools_utility_term_matches_numpy(cmdstan, kind, scale, estimato
 
 def test_normal_mean_utility_term_matches_numpy(cmdstan):
     problem = normal_mean(np.array([0.3, -0.5, 1.1]), 1.5)
-    model = lcvi_model("tilted", problem.template)
+    model = lcvi_model("check", problem.template)
     eps_y = np.random.default_rng(2).standard_normal((4, 3))
     h = np.array([-1.0, 0.2, 0.5])
 
@@ -75,7 +75,7 @@ def test_matrix_factorisation_likelihood_and_utility_match_numpy(cmdstan):
     Y = rng.gamma(2.0, size=(5, 4))
     split = split_cells(Y.shape, rng)
     problem = matrix_factorisation(Y, split, K=2, prior_sd=3.0, noise_sd=0.7)
-    model = lcvi_model("tilted", problem.template)
+    model = lcvi_model("check", problem.template)
     U, V = rng.normal(size=(5, 2)), rng.normal(size=(4, 2))
     loc = (U @ V.T)[split.train_rows, split.train_cols]
     eps_y = rng.standard_normal((3, problem.n))
@@ -109,7 +109,7 @@ def test_locations_from_advi_states_follow_stans_parameter_order(cmdstan, tmp_pa
         (normal_mean(np.array([0.3, -0.5]), 1.0), "theta"),
     ]
     for problem, name in problems:
-        model = lcvi_model("tilted", problem.template)
+        model = lcvi_model("check", problem.template)
         eps_y = np.zeros((1, problem.n))
         data = stan_data(problem, np.zeros(problem.n), eps_y, LOSS, "linear", 1.0, weight=0.0)
         fit, state = run_advi(
@@ -130,19 +130,20 @@ def test_a_loss_of_your_own_is_one_stan_file_and_a_loss_object(cmdstan, tmp_path
     """A scaled absolute loss 2 |y - h| (Bayes decision: the median), not shipped."""
     source = tmp_path / "double_absolute.stanfunctions"
     source.write_text(
-        "// 2 |y - h|, elementwise.\n"
-        "vector loss(vector y, vector h, vector loss_params) {\n"
-        "  return 2 * abs(y - h);\n"
+        "// 2 |y - f|.\n"
+        "// params: none\n"
+        "real loss(real y, real f, vector loss_params) {\n"
+        "  return 2 * abs(y - f);\n"
         "}\n"
     )
-    median = get_loss("absolute")
-    loss = Loss(
+    median = bound_loss("absolute")
+    loss = BoundLoss(
         name="double_absolute",
         params=(),
         value=lambda y, h: 2 * np.abs(np.asarray(y) - h),
+        stan_file=source,
         decision=median.decision,
         mixture=median.mixture,
-        source=source,
     )
     model = lcvi_model(loss, SCHOOLS.template)
     rng = np.random.default_rng(3)
@@ -155,5 +156,5 @@ def test_a_loss_of_your_own_is_one_stan_file_and_a_loss_object(cmdstan, tmp_path
     y = normal_outcomes(np.array([PARAMS["theta"]]), SCHOOLS.sd, eps_y)
     expected = utility_per_theta(y, h, loss, "linear", 40.0, "naive")[0]
     assert lp(1.0) - lp(0.0) == pytest.approx(expected, rel=1e-9, abs=1e-9)
-    with pytest.raises(ValueError, match="source: the loss file .* does not exist"):
-        lcvi_model(replace(loss, source=tmp_path / "missing.stanfunctions"))
+    with pytest.raises(ValueError, match=r"file not found: .*missing.stanfunctions"):
+        lcvi_model(replace(loss, stan_file=tmp_path / "missing.stanfunctions"))

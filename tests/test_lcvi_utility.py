@@ -7,7 +7,6 @@ import pytest
 from scipy.stats import norm
 
 from stanflow.lcvi import utility as utility_module
-from stanflow.lcvi.losses import get_loss
 from stanflow.lcvi.utility import (
     normal_outcomes,
     outcome_base_samples,
@@ -17,6 +16,7 @@ from stanflow.lcvi.utility import (
     utility_per_theta,
     utility_term,
 )
+from stanflow.losses import bound_loss
 
 MU = np.array([0.5, -1.0, 2.0])  # variational means
 SIGMA = np.array([0.7, 1.2, 0.4])  # variational sds
@@ -32,7 +32,7 @@ def outcomes(T, S, seed=0):
 
 def test_matches_an_explicit_loop_over_draws_and_data_points():
     y = outcomes(5, 7)
-    loss = get_loss("tilted", q=0.2)
+    loss = bound_loss("check", tau=0.2)
     M = 3.0
     expected = np.zeros(5)
     for t in range(5):
@@ -53,7 +53,7 @@ def test_utility_at_locations_matches_an_explicit_loop_in_any_chunks(
     monkeypatch.setattr(utility_module, "CHUNK_ELEMENTS", chunk_elements)
     rng = np.random.default_rng(4)
     loc, eps_y = rng.normal(size=(6, 3)), rng.standard_normal((4, 3))
-    loss, gamma = get_loss("squared"), 0.7
+    loss, gamma = bound_loss("squared"), 0.7
     expected = np.zeros(6)
     for t in range(6):
         for n in range(3):
@@ -103,7 +103,7 @@ def test_naive_linear_utility_is_minus_infinity_when_m_is_exceeded():
         ({"y": np.zeros((4, 3))}, r"y must have shape \(T, S, N\)"),
         ({"estimator": "exact"}, "estimator: unknown estimator 'exact'"),
         ({"scale": -1.0}, r"scale \(M\) must be positive"),
-        ({"loss": "tilted"}, "params: loss 'tilted' takes"),
+        ({"loss": "check"}, r"loss_params: loss 'check' takes \['tau'\]"),
     ],
 )
 def test_bad_input_is_rejected_naming_the_argument(kwargs, message):
@@ -131,11 +131,11 @@ def test_draw_helpers_check_shapes():
 @pytest.mark.parametrize(
     "loss, kind, scale",
     [
-        (get_loss("tilted", q=0.2), "exp", 0.7),
-        (get_loss("tilted", q=0.8), "linear", 30.0),
-        (get_loss("squared"), "exp", 0.3),
-        (get_loss("linex", c=0.5), "linear", 40.0),
-        (get_loss("absolute"), "exp", 1.5),
+        (bound_loss("check", tau=0.2), "exp", 0.7),
+        (bound_loss("check", tau=0.8), "linear", 30.0),
+        (bound_loss("squared"), "exp", 0.3),
+        (bound_loss("linex", c=0.5), "linear", 40.0),
+        (bound_loss("absolute"), "exp", 1.5),
     ],
 )
 def test_utility_decisions_maximise_the_naive_term(loss, kind, scale):
@@ -156,7 +156,7 @@ def test_utility_decisions_maximise_the_naive_term(loss, kind, scale):
 
 def test_utility_decisions_of_the_linearised_term_are_pooled_bayes_decisions():
     y = outcomes(50, 4, seed=5)
-    loss = get_loss("tilted", q=0.3)
+    loss = bound_loss("check", tau=0.3)
     h = utility_decisions(y, loss, "linear", 10.0, "linearised")
     assert np.allclose(h, np.quantile(y.reshape(-1, 3), 0.3, axis=0, method="inverted_cdf"), atol=0.05)
     assert np.allclose(h, loss.bayes_decision(y.reshape(-1, 3)))
@@ -164,7 +164,7 @@ def test_utility_decisions_of_the_linearised_term_are_pooled_bayes_decisions():
 
 def test_utility_decisions_fall_back_where_the_naive_m_minus_l_term_is_minus_infinity():
     y = outcomes(20, 2, seed=6) * np.array([1.0, 1.0, 50.0])  # point 2: losses far above M
-    loss = get_loss("squared")
+    loss = bound_loss("squared")
     h = utility_decisions(y, loss, "linear", 5.0, "naive")
     assert np.isfinite(h).all()
     assert h[2] == pytest.approx(y[:, :, 2].mean())  # the pooled Bayes decision

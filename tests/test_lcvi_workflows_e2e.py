@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
+from stanflow.lcvi.mf import load_lastfm, reference_split
 from stanflow.workflows import run_workflow
 
 pytestmark = pytest.mark.e2e
@@ -64,11 +66,29 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
     for seed in (1, 2):
         shared = {r["seconds_vi"] for runs in summary["runs"].values() for r in runs if r["seed"] == seed}
         assert len(shared) == 1
-    for name in ["reductions.png", "risks.png", "decision_shift.png", "lcvi_mf.nc"]:
+    figures = ["reductions.png", "risks.png", "decision_shift.png", "intervals.png",
+               "user_shifts.png", "lcvi_mf.nc"]
+    for name in figures:
         assert (tmp_path / name).stat().st_size > 0
+    # Fig. 3: each tau-decision lies inside its own 90 % predictive interval, and
+    # the per-user mean shifts are those of a group-by over the test cells' users
+    Y = load_lastfm(30)[:200]
+    split = reference_split(Y.shape)
+    cells = summary["interval_cells"]
+    for name in ["tilted_0.2", "tilted_0.8"]:
+        with np.load(tmp_path / "runs" / f"seed-1-{name}-test-decisions.npz") as saved:
+            for method in ("vi", "lcvi"):
+                low, high = saved[f"interval_{method}"]
+                assert np.all((low <= saved[method][cells]) & (saved[method][cells] <= high))
+                assert summary["interval_width"][name][method] == pytest.approx(np.mean(high - low))
+            by_user = pd.Series(saved["lcvi"] - saved["vi"]).groupby(split.test_rows).mean()
+        shift = summary["user_mean_shift"][name]
+        assert shift["mean"] == pytest.approx(by_user.mean())
+        assert shift["q50"] == pytest.approx(by_user.median())
     # A rerun into the same folder reads the records instead of running again.
     again = run_workflow("lcvi-mf", tmp_path, quick=True)
     assert again["runs"] == summary["runs"]
+    assert again["user_mean_shift"] == summary["user_mean_shift"]
 
 
 def test_matrix_factorisation_without_data_names_the_file(tmp_path, monkeypatch):

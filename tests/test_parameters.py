@@ -6,17 +6,17 @@ import math
 
 import pytest
 
-from stanflow.gibbs.losses import LOSSES
 from stanflow.gibbs.priors import PRIORS
+from stanflow.losses import LOSSES
 from stanflow.models import STAN_DIR
 from stanflow.parameters import Parameter, check_vector, declared_parameters
 
-SLOT_FOLDERS = ("losses", "priors", "lcvi/losses", "wbb/penalties", "qpaths")
+SLOT_FOLDERS = ("losses", "priors", "wbb/penalties", "qpaths")
 
 
 def test_every_shipped_slot_file_declares_its_parameters():
     files = [p for folder in SLOT_FOLDERS for p in (STAN_DIR / folder).glob("*.stanfunctions")]
-    assert len(files) >= 17
+    assert len(files) >= 15
     for path in files:
         if path.name == "qpath.stanfunctions":  # the template's own functions, no slot
             continue
@@ -48,6 +48,15 @@ def test_declarations_are_read_and_values_checked(tmp_path):
         check_vector(file, {"a": 1, "b": 2, "d": 0}, "loss_params")
     with pytest.raises(TypeError, match="must be a sequence"):
         check_vector(file, "1, 2, 3", "loss_params")
+
+
+def test_a_parameter_can_exclude_zero(tmp_path):
+    file = tmp_path / "linex_like.stanfunctions"
+    file.write_text("// params: c != 0, d\nreal loss(real y, real f, vector p) {\n  return 0;\n}\n")
+    assert declared_parameters(file) == (Parameter("c", nonzero=True), Parameter("d"))
+    assert check_vector(file, [-0.5, 0.0], "loss_params") == (-0.5, 0.0)
+    with pytest.raises(ValueError, match=r"loss_params\['c'\] of linex_like.stanfunctions must be non-zero"):
+        check_vector(file, [0.0, 1.0], "loss_params")
 
 
 def test_undeclared_files_are_checked_for_finiteness_only(tmp_path):

@@ -241,7 +241,7 @@ SLOT_EXAMPLES = {
         "base.stanfunctions": "qpaths/gaussian_base.stanfunctions",
         "target.stanfunctions": "qpaths/gaussian_target.stanfunctions",
     },
-    "lcvi": {"loss.stanfunctions": "lcvi/losses/squared.stanfunctions"},
+    "lcvi": {"loss.stanfunctions": "losses/squared.stanfunctions"},
     "losses": {"loss.stanfunctions": "losses/absolute.stanfunctions"},
     "wbb": {
         "loss.stanfunctions": "losses/squared.stanfunctions",

@@ -14,9 +14,16 @@ import pytest
 import stanflow.wbb as wbb_package
 
 PUBLIC = {
+    "bayes_lasso": ["LassoMarginal", "gibbs_lasso", "lasso_log_density", "lasso_log_marginal"],
     "bootstrap": ["Draws", "wbb", "wbb_lasso", "wbb_ridge", "wbb_trend_filter"],
     "lasso": ["LassoResult", "kkt_violation", "lambda_max", "lasso_path", "solve_lasso"],
+    "normal_means": [
+        "laplace_posterior_mean", "soft_threshold", "wbb_mean", "wbb_normal_means", "wbb_prob_zero",
+    ],
+    "marginal_likelihood": ["BridgeResult", "bridge_sampling"],
+    "modes": ["count_modes", "shape_summary", "silverman_bandwidth"],
     "ridge": ["RidgeResult", "solve_ridge"],
+    "trend_filter_cv": ["TrendFilterCV", "cv_trend_filter"],
     "trend_filtering": ["TrendFilterResult", "trend_filter"],
     "weights": ["bootstrap_weights", "draw_weights"],
     # imported on demand through the package's __getattr__

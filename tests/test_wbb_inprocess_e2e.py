@@ -271,7 +271,7 @@ def test_a_problem_that_is_not_a_weighted_glm_is_refused():
         ({"penalty": "pseudo_huber", "penalty_params": [np.inf]},
          r"penalty_params\['delta'\] of pseudo_huber.stanfunctions must be finite"),
         ({"penalty_params": ["a"]}, "penalty_params must be a sequence of numbers"),
-        ({"loss": "/no/such/loss.stanfunctions"}, "loss: slot file /no/such/loss.stanfunctions does not exist"),
+        ({"loss": "/no/such/loss.stanfunctions"}, "loss: file not found: /no/such/loss.stanfunctions"),
         ({"penalty": "lasso"}, r"penalty: no 'lasso' in stan/wbb/penalties \(shipped: pseudo_huber, ridge\)"),
     ],
 )

@@ -7,12 +7,17 @@ import math
 import os
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+from unittest.mock import ANY
 
 import numpy as np
 import pytest
 
-from stanflow import workflows
+from stanflow import provenance, workflows
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FAKE = '''
 """A stand-in workflow."""
@@ -92,6 +97,7 @@ def test_run_workflow_writes_summary_and_figures(scripts, tmp_path):
 
     summary = workflows.run_workflow("fake-experiment", out, quick=True)
 
+    assert summary.pop("provenance")["workflow"] == "fake-experiment"
     assert summary == {
         "quick": True,
         "mean": 1.5,
@@ -100,7 +106,7 @@ def test_run_workflow_writes_summary_and_figures(scripts, tmp_path):
         "vector": [0, 1, 2],
         "where": str(out),
     }
-    assert json.loads((out / "summary.json").read_text()) == summary
+    assert json.loads((out / "summary.json").read_text()) == {**summary, "provenance": ANY}
     assert (out / "line.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in out.iterdir()) == ["line.png", "summary.json"]
 
@@ -117,6 +123,56 @@ def test_run_workflow_unknown_name_lists_valid_ones(scripts, tmp_path):
 def test_run_must_return_a_dict(tmp_path):
     with pytest.raises(TypeError, match="run must return a dict summary, got list"):
         workflows.execute(lambda out, quick: [1], tmp_path, False)
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def test_summary_records_the_runs_provenance(tmp_path):
+    def run(out, quick):
+        time.sleep(0.2)
+        return {"seed": [3, 4], "value": 1.0}
+
+    before = datetime.now(UTC).replace(microsecond=0)
+    summary = workflows.execute(run, tmp_path / "out", True)
+    record = summary["provenance"]
+
+    assert record["workflow"] == "test-workflows"  # this file's name, as for a script
+    assert record["command"] == f"stanflow run test-workflows --quick --out {tmp_path / 'out'}"
+    assert record["argv"][0] == sys.executable
+    assert record["quick"] is True and record["seed"] == [3, 4]
+    assert before <= datetime.fromisoformat(record["started"]) <= datetime.now(UTC)
+    assert 0.2 <= record["wall_seconds"] < 60
+    machine = record["machine"]
+    assert machine["cpu_count"] == os.cpu_count() and machine["python"] == sys.version.split()[0]
+    assert machine["packages"]["numpy"] == np.__version__
+    if (ROOT / ".git").exists():
+        source = record["source"]
+        assert source["commit"] == _git("rev-parse", "HEAD").strip()
+        assert source["dirty"] == bool(_git("status", "--porcelain").strip())
+
+
+def test_provenance_is_the_runners_key(tmp_path):
+    with pytest.raises(ValueError, match="'provenance' is the runner's"):
+        workflows.execute(lambda out, quick: {"provenance": 1}, tmp_path, False)
+    assert not (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.parametrize("inside_checkout", [False, True])
+def test_an_installed_stanflow_records_its_version_not_a_commit(tmp_path, monkeypatch, inside_checkout):
+    import stanflow
+
+    if inside_checkout:  # a wheel in a venv inside some git checkout is not that checkout
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    package = tmp_path / ".venv" / "site-packages" / "stanflow"
+    package.mkdir(parents=True)
+    monkeypatch.setattr(stanflow, "__file__", str(package / "__init__.py"))
+
+    assert provenance.source_state() == {
+        "version": stanflow.__version__, "commit": None, "dirty": None, "dirty_paths": None,
+    }
 
 
 def test_script_runs_standalone(scripts, tmp_path):

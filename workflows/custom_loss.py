@@ -5,10 +5,8 @@ The worked example of ``docs/your-own-loss.md``. It writes new Stan files into
 
 - ``log_cosh.stanfunctions``, the log-cosh loss ``log(cosh((y - f) / s))``
   with scale ``s = loss_params[1]`` (squared near 0, absolute far out), in the
-  signature of the Gibbs and WBB slots, ``real loss(real y, real f, vector
-  loss_params)``;
-- ``log_cosh_lcvi.stanfunctions``, the same loss in the LCVI slot's
-  vectorised signature, ``vector loss(vector y, vector h, vector loss_params)``;
+  signature of every method's loss slot, ``real loss(real y, real f, vector
+  loss_params)``: the same file goes through Gibbs, LCVI and WBB;
 - ``banana.stan``, a new q-path target: a banana-shaped density (a Gaussian in
   ``(z1, z2 - b z1^2)``) times 3, so that ``Z = 3`` exactly.
 
@@ -40,7 +38,7 @@ import numpy as np
 from stanflow import gibbs
 from stanflow.gibbs import grid
 from stanflow.lcvi import normal_mean, run_lcvi
-from stanflow.pointwise import loss_function
+from stanflow.losses import loss_function
 from stanflow.qpaths.smc import smc
 from stanflow.qpaths.stan_density import stan_log_density
 from stanflow.wbb.inprocess import wbb_glm_inprocess
@@ -58,15 +56,6 @@ LOG_COSH = """\
 // params: s in (0, inf)
 real loss(real y, real f, vector loss_params) {
   real u = abs(y - f) / loss_params[1];
-  return u + log1p_exp(-2 * u) - log2();
-}
-"""
-
-LOG_COSH_LCVI = """\
-// Log-cosh loss of decisions h for outcomes y, scale s = loss_params[1] > 0.
-// params: s in (0, inf)
-vector loss(vector y, vector h, vector loss_params) {
-  vector[rows(y)] u = abs(y - h) / loss_params[1];
   return u + log1p_exp(-2 * u) - log2();
 }
 """
@@ -94,11 +83,9 @@ def write_stan_files(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     files = {
         "loss": folder / "log_cosh.stanfunctions",
-        "lcvi_loss": folder / "log_cosh_lcvi.stanfunctions",
         "target": folder / "banana.stan",
     }
-    for key, text in (("loss", LOG_COSH), ("lcvi_loss", LOG_COSH_LCVI),
-                      ("target", BANANA)):
+    for key, text in (("loss", LOG_COSH), ("target", BANANA)):
         files[key].write_text(text)
     return files
 
@@ -199,7 +186,7 @@ def run(out: Path, quick: bool) -> dict:
     return {
         "stan_files": {k: str(v.relative_to(out)) for k, v in files.items()},
         "gibbs": gibbs_part(files["loss"], quick, rng),
-        "lcvi": lcvi_part(files["lcvi_loss"], quick, rng),
+        "lcvi": lcvi_part(files["loss"], quick, rng),
         "wbb": wbb_part(files["loss"], quick, rng),
         "qpaths": qpath_part(files["target"], quick),
     }

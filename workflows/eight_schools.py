@@ -25,9 +25,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az
 import numpy as np
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.idata import save, to_inference_data
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure
@@ -82,9 +83,9 @@ def run(out: Path, quick: bool) -> dict:
     _plot_funnel(idata, out / "pair_theta_tilde_log_tau.png")
 
     posterior = idata.posterior
-    rhat = az.rhat(idata, var_names=PARAMETERS)
-    ess_bulk = az.ess(idata, var_names=PARAMETERS, method="bulk")
-    ess_tail = az.ess(idata, var_names=PARAMETERS, method="tail")
+    rhat = arviz_compat.rhat(idata, var_names=PARAMETERS)
+    ess_bulk = arviz_compat.ess(idata, var_names=PARAMETERS, method="bulk")
+    ess_tail = arviz_compat.ess(idata, var_names=PARAMETERS, method="tail")
     return {
         "mu_mean": float(posterior["mu"].mean()),
         "tau_mean": float(posterior["tau"].mean()),
@@ -110,31 +111,29 @@ def _extreme(ds, pick) -> float:
     return float(pick(np.concatenate([np.ravel(ds[v].values) for v in ds.data_vars])))
 
 
-def _plot_forest(idata: az.InferenceData, path: Path) -> None:
-    axes = az.plot_forest(
-        idata, var_names=["theta"], combined=True, hdi_prob=0.9, figsize=(8, 5)
-    )
-    figure = axes.ravel()[0].figure
+def _plot_forest(idata: Results, path: Path) -> None:
+    figure = arviz_compat.plot_forest(idata, ["theta"], ci_prob=0.9, figsize=(8, 5))
     figure.suptitle("Eight schools: school effects theta (mean, 90% HDI)")
     save_figure(figure, path)
 
 
-def _plot_funnel(idata: az.InferenceData, path: Path) -> None:
-    posterior = idata.posterior
-    funnel = az.InferenceData(
-        posterior=posterior[["theta_tilde"]].assign(log_tau=np.log(posterior["tau"])),
-        sample_stats=idata.sample_stats,
+def _plot_funnel(idata: Results, path: Path) -> None:
+    posterior = arviz_compat.group(idata, "posterior")
+    funnel = arviz_compat.build(
+        {
+            "posterior": posterior[["theta_tilde"]].assign(
+                log_tau=np.log(posterior["tau"])
+            ),
+            "sample_stats": arviz_compat.group(idata, "sample_stats"),
+        }
     )
-    axes = az.plot_pair(
+    figure = arviz_compat.plot_pair(
         funnel,
-        var_names=["theta_tilde", "log_tau"],
+        "theta_tilde",
+        "log_tau",
         coords={"school": [SCHOOLS[0]]},
-        divergences=True,
+        labels=(f"theta_tilde[{SCHOOLS[0]}]", "log tau"),
     )
-    axis = np.ravel(axes)[0]
-    axis.set_xlabel(f"theta_tilde[{SCHOOLS[0]}]")
-    axis.set_ylabel("log tau")
-    figure = axis.figure
     figure.suptitle(
         "Eight schools, non-centred: log tau against theta_tilde (divergences marked)"
     )

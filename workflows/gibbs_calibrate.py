@@ -1,6 +1,7 @@
-"""Learning-rate calibrations side by side: plug-in, Holmes-Walker, GPC, SafeBayes.
+"""Learning-rate calibrations side by side: plug-in, Holmes-Walker, GPC.
 
-Three examples:
+Two examples (SafeBayes on Grunwald and van Ommen's misspecified regression is
+the workflow ``gibbs-safebayes``):
 
 (a) the median of Gamma(2, 1) data (n = 50; absolute loss, uniform prior on
     [0, 8], exact grid posteriors; omega* = 2 f(m) = 0.6266): plug-in,
@@ -12,15 +13,10 @@ Three examples:
     plug-in, Holmes-Walker and GPC through Stan (reweight design, B = 200) on
     each of R data sets (40; ``--quick``: 2), then each method's Gibbs posterior
     (Stan, run layer) and the coverage of the true (2, 1) by the 95% ellipsoid
-    and of the slope by its 95% interval;
-(c) a misspecified normal linear regression for SafeBayes (Grunwald and van
-    Ommen's wrong-model data: degree-50 Legendre regression, noise variance
-    1/40, half the points replaced by (x = 0, y = 0)): the R-log and I-log
-    learning rates over R replications, and the squared error of the posterior
-    mean regression function at each chosen rate and at eta = 1.
+    and of the slope by its 95% interval.
 
 Writes ``gibbs_calibrate.nc`` (groups ``calibration_median``,
-``calibration_quantreg``, ``calibration_safebayes``, ``coverage``) and
+``calibration_quantreg``) and
 ``summary.json`` (``table``: example -> method -> omega, medians over the
 replications; ``coverage_median``: method -> coverage; ``coverage_quantreg``:
 method -> {joint, slope}), and prints the table.
@@ -33,20 +29,20 @@ import sys
 import tempfile
 from pathlib import Path
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
-from stanflow.gibbs import calibrate_plugin, grid, loss_function
+from stanflow import arviz_compat
+from stanflow.gibbs import calibrate_plugin, grid
 from stanflow.gibbs.gpc import calibrate_gpc
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.safebayes import calibrate_safebayes, power_posterior_mean
 from stanflow.idata import save
+from stanflow.losses import loss_function
 from stanflow.workflows import main
 
 DESCRIPTION = (
-    "Learning-rate calibrations side by side (plug-in, Holmes-Walker, GPC, "
-    "SafeBayes) on a median, a quantile regression and a misspecified regression"
+    "Learning-rate calibrations side by side (plug-in, Holmes-Walker, GPC) on a "
+    "median and a quantile regression"
 )
 
 SEED = 20240505
@@ -143,53 +139,21 @@ def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.
     )
 
 
-def safebayes_example(rng: np.random.Generator, replications: int) -> xr.Dataset:
-    """SafeBayes R-log / I-log on Grunwald-van Ommen wrong-model data, and the
-    squared error of the resulting posterior-mean regression function."""
-    x_test = np.linspace(-1, 1, 1001)
-    X_test = np.polynomial.legendre.legvander(x_test, 50)
-    chosen, errors = [], []
-    for _ in range(replications):
-        x = rng.uniform(-1, 1, 100)
-        X = np.polynomial.legendre.legvander(x, 50)
-        y = _wrong_model_truth(x) + rng.normal(0, 1 / math.sqrt(40), 100)
-        easy = rng.random(100) < 0.5
-        X[easy], y[easy] = 0.0, 0.0
-        etas = calibrate_safebayes(y, X).calibration["omega"].values
-        chosen.append(etas)
-        errors.append([
-            np.mean((X_test @ power_posterior_mean(y, X, eta) - _wrong_model_truth(x_test)) ** 2)
-            for eta in (*etas, 1.0)
-        ])
-    return xr.Dataset(
-        {
-            "omega": (("replicate", "variant"), np.array(chosen)),
-            "squared_error": (("replicate", "fit"), np.array(errors)),
-        },
-        coords={"variant": ["r-log", "i-log"], "fit": ["r-log", "i-log", "bayes"]},
-        attrs={"n": 100, "degree": 50, "squared_error": "mean over x in [-1, 1] of "
-               "(posterior-mean regression - truth)^2; bayes: eta = 1"},
-    )
-
-
-def _wrong_model_truth(x: np.ndarray) -> np.ndarray:
-    return 0.1 * (x + x**2)
-
-
 def run(out: Path, quick: bool) -> dict:
-    """Run the three examples, save the InferenceData, return the summary."""
+    """Run the two examples, save the InferenceData, return the summary."""
     rng = np.random.default_rng(SEED)
     med = median_example(rng, 20 if quick else 200, 200)
     qr = quantreg_example(rng, 2 if quick else 40, 200)
-    sb = safebayes_example(rng, 5 if quick else 50)
     table = {
         "median": {str(m): float(med["omega"].sel(calibrator=m).median()) for m in med["calibrator"].values},
         "quantreg": {str(m): float(qr["omega"].sel(calibrator=m).median()) for m in qr["calibrator"].values},
-        "safebayes": {str(v): float(sb["omega"].sel(variant=v).median()) for v in sb["variant"].values},
     }
     save(
-        az.InferenceData(
-            calibration_median=med, calibration_quantreg=qr, calibration_safebayes=sb
+        arviz_compat.build(
+            {
+                "calibration_median": med,
+                "calibration_quantreg": qr,
+            }
         ),
         out / "gibbs_calibrate.nc",
     )
@@ -205,14 +169,11 @@ def run(out: Path, quick: bool) -> dict:
         for m in qr["calibrator"].values
     }
     print("coverage of the true quantile-regression coefficients (n = 50):", coverage_qr)
-    error = {str(f): float(sb["squared_error"].sel(fit=f).median()) for f in sb["fit"].values}
-    print("misspecified regression, squared error of the posterior mean:", error)
     return {
         "table": table,
         "coverage_median": coverage,
         "coverage_quantreg": coverage_qr,
         "replications_quantreg": int(qr.sizes["replicate"]),
-        "safebayes_squared_error": error,
         "omega_star_median": OMEGA_STAR,
         "replications_median": int(med.sizes["replicate"]),
         "quick": quick,

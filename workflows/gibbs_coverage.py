@@ -44,15 +44,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import xarray as xr
 
-from stanflow.gibbs import calibrate_plugin, grid, loss_function
+from stanflow import arviz_compat
+from stanflow.gibbs import calibrate_plugin, grid
 from stanflow.gibbs.gpc import calibrate_gpc
 from stanflow.idata import save
+from stanflow.losses import loss_function
 from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
@@ -100,7 +101,7 @@ def coverage(
             grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
         )
         covered.append((lower <= median) & (median <= upper))
-    calibrations = calibrate_plugin(y).calibration
+    calibrations = arviz_compat.group(calibrate_plugin(y), "calibration")
     for name, start in (("gpc", None), ("gpc_from_plugin", calibrations["omega"].values)):
         runs = [
             calibrate_gpc(y[r], bounds=PRIOR_SUPPORT, seed=SEED + r,
@@ -134,21 +135,23 @@ def run(out: Path, quick: bool) -> dict:
     gpc_median = calibrations["gpc_omega"].median("gpc_replicate")
     gpc_plugin_median = calibrations["gpc_from_plugin_omega"].median("gpc_replicate")
     save(
-        az.InferenceData(
-            calibration=calibrations,
-            coverage=xr.Dataset(
-                {
-                    "coverage": (("n", "omega"), rates),
-                    "mcse": (("n", "omega"), mcse),
-                    "formula": ("omega", expected),
-                },
-                coords={"n": list(SIZES), "omega": list(OMEGAS)},
-                attrs={
-                    "level": LEVEL,
-                    "replications": replications,
-                    "true_median": median,
-                },
-            ),
+        arviz_compat.build(
+            {
+                "calibration": calibrations,
+                "coverage": xr.Dataset(
+                    {
+                        "coverage": (("n", "omega"), rates),
+                        "mcse": (("n", "omega"), mcse),
+                        "formula": ("omega", expected),
+                    },
+                    coords={"n": list(SIZES), "omega": list(OMEGAS)},
+                    attrs={
+                        "level": LEVEL,
+                        "replications": replications,
+                        "true_median": median,
+                    },
+                ),
+            }
         ),
         out / "gibbs_coverage.nc",
     )

@@ -24,7 +24,8 @@ data set's path and calibration, and per example the rules' omegas by
 replicate) and ``summary.json``: the issue's keys at the top (the median
 example, n = 400, medians over replications; the CDF and ``log Z`` errors are
 the largest over both n, all replications and schedule points), per example
-details under ``median`` and ``quantile_regression``.
+details under ``median`` and ``quantile_regression``. The full run is stored
+in ``results/gibbs-path/``, which docs/gibbs.md quotes (docs/results.md).
 """
 
 from __future__ import annotations
@@ -38,12 +39,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
 
-from stanflow.gibbs import grid, loss_function
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
+from stanflow.gibbs import grid
 from stanflow.gibbs.gpc import (
     bootstrap_indices,
     calibrate_gpc,
@@ -55,6 +57,7 @@ from stanflow.gibbs.path_figure import plot_path
 from stanflow.gibbs.path_read import cdf, reweight, weighted_quantile
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.idata import save
+from stanflow.losses import loss_function
 from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
@@ -74,7 +77,7 @@ QUANTREG = {"loss": "check", "loss_params": {"tau": 0.5}, "prior": "normal",
             "prior_params": {"mean": 0, "sd": 10}}
 
 
-def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple[xr.Dataset, az.InferenceData]:
+def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple[xr.Dataset, Results]:
     """Path, GPC (root, Robbins-Monro, fixed point), plug-in and Holmes-Walker on R data sets."""
     absolute = loss_function("absolute")
     theta = np.linspace(0, 8, 4001)
@@ -92,7 +95,7 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
             n_particles=PARTICLES, n_moves=MOVES,
             marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
         )
-        c, path = idata.calibration, idata.path
+        c, path = arviz_compat.group(idata, "calibration"), arviz_compat.group(idata, "path")
         sums = grid.loss_sums(theta, y, absolute)
         cdf_errors, tolerances, log_z_errors, log_z_z = [], [], [], []
         omegas, ess = path["omega"].values[1:], path["ess"].values[1:]
@@ -140,7 +143,7 @@ def quantreg_data(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.
     return y, X, risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
 
 
-def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: int) -> tuple[xr.Dataset, az.InferenceData]:
+def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: int) -> tuple[xr.Dataset, Results]:
     """GPC on the path against Stan Robbins-Monro GPC (reweight design) and its fixed point."""
     rows, first = [], None
     for r in range(replications):
@@ -178,7 +181,7 @@ def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: i
     return table, first
 
 
-def nuts_check(idata: az.InferenceData, y: np.ndarray, X: np.ndarray, omegas: list[float], draws: int) -> dict:
+def nuts_check(idata: Results, y: np.ndarray, X: np.ndarray, omegas: list[float], draws: int) -> dict:
     """The path's means and 2.5% / 97.5% quantiles against Stan NUTS at each omega.
 
     z = (path - NUTS) / sqrt(se_path^2 + se_NUTS^2): the path's errors from its
@@ -186,13 +189,13 @@ def nuts_check(idata: az.InferenceData, y: np.ndarray, X: np.ndarray, omegas: li
     divided by the density), NUTS's from ArviZ's MCSE."""
     from stanflow.gibbs.sampling import posterior
 
-    path = idata.path
+    path = arviz_compat.group(idata, "path")
     rows = {}
     for omega in omegas:
         fit = posterior(y, omega=omega, **QUANTREG, X=X, chains=4, iter_sampling=draws,
                         iter_warmup=500, seed=SEED)
         beta = fit.posterior["beta"]
-        mcse_mean = az.mcse(fit, var_names=["beta"])["beta"]
+        mcse_mean = arviz_compat.mcse(fit, var_names=["beta"])["beta"]
         read = reweight(path, omega)
         z_mean, z_quantile = [], []
         for k in range(X.shape[1]):
@@ -207,7 +210,7 @@ def nuts_check(idata: az.InferenceData, y: np.ndarray, X: np.ndarray, omegas: li
                 h = 0.9 * x.std() * read.ess ** -0.2
                 density = read.weights @ (np.exp(-0.5 * ((x - value) / h) ** 2) / (h * math.sqrt(2 * math.pi)))
                 se_q = math.sqrt(p * (1 - p) / read.ess) / density
-                mcse = float(az.mcse(fit, var_names=["beta"], method="quantile", prob=p)["beta"].isel(coef=k))
+                mcse = float(arviz_compat.mcse(fit, var_names=["beta"], method="quantile", prob=p)["beta"].isel(coef=k))
                 z_quantile.append((value - float(nuts.quantile(p))) / math.hypot(se_q, mcse))
         rows[f"{omega:g}"] = {"z_mean": z_mean, "z_quantile": z_quantile, "path_ess": read.ess}
     worst_mean = max(abs(z) for row in rows.values() for z in row["z_mean"])
@@ -216,20 +219,28 @@ def nuts_check(idata: az.InferenceData, y: np.ndarray, X: np.ndarray, omegas: li
 
 
 def summarise(table: xr.Dataset) -> dict:
-    """Medians of the rules' omegas, distances to the fixed point, walls, checks."""
+    """Medians of the rules' omegas, distances to the fixed point, walls, checks.
+
+    ``robbins_monro_over_path``: Robbins-Monro's median distance to the fixed
+    point and median wall time, each divided by the path's (None where the
+    path's is 0)."""
     fixed = table["gpc_fixed_point"].values
+    distance = {rule: np.abs(table[rule].values - fixed) for rule in ("gpc_path", "gpc_robbins_monro")}
     out = {f"omega_{rule}": float(np.median(table[rule])) for rule in RULES}
     out |= {
-        "median_abs_distance_to_fixed_point": {
-            rule: float(np.median(np.abs(table[rule].values - fixed)))
-            for rule in ("gpc_path", "gpc_robbins_monro")
-        },
+        "median_abs_distance_to_fixed_point": {rule: float(np.median(d)) for rule, d in distance.items()},
+        "max_abs_distance_to_fixed_point": {rule: float(np.max(d)) for rule, d in distance.items()},
         "wall_seconds_path": float(np.median(table["wall_path"])),
         "wall_seconds_robbins_monro": float(np.median(table["wall_robbins_monro"])),
-        "converged_path": float(np.mean(table["converged_path"])),
-        "converged_robbins_monro": float(np.mean(table["converged_robbins_monro"])),
+        "converged_count_path": int(np.sum(table["converged_path"])),
+        "converged_count_robbins_monro": int(np.sum(table["converged_robbins_monro"])),
         "median_omega_se_path": float(np.nanmedian(table["omega_se"])),
         "replications": int(table.sizes["replicate"]),
+    }
+    medians = out["median_abs_distance_to_fixed_point"]
+    out["robbins_monro_over_path"] = {
+        "median_abs_distance_to_fixed_point": ratio(medians["gpc_robbins_monro"], medians["gpc_path"]),
+        "wall_seconds": ratio(out["wall_seconds_robbins_monro"], out["wall_seconds_path"]),
     }
     for name in ("max_cdf_error", "max_cdf_error_over_dkw", "max_log_z_error", "max_log_z_z"):
         if name in table:
@@ -240,7 +251,12 @@ def summarise(table: xr.Dataset) -> dict:
     return out
 
 
-def figure(median: az.InferenceData, quantreg: az.InferenceData, out: Path) -> None:
+def ratio(numerator: float, denominator: float) -> float | None:
+    """``numerator / denominator``, or None when the denominator is 0."""
+    return numerator / denominator if denominator > 0 else None
+
+
+def figure(median: Results, quantreg: Results, out: Path) -> None:
     fig, axes = plt.subplots(2, 2, figsize=(12, 8))
     plot_path(median, 0, axes[0], title="median of Gamma(2, 1), n = 400 (absolute loss)", truth=MEDIAN)
     plot_path(quantreg, 1, axes[1], title="quantile regression, n = 50: slope", truth=1.0)
@@ -260,13 +276,14 @@ def run(out: Path, quick: bool) -> dict:
                        1000 if quick else 5000)
     figure(median[400][1], qr_idata, out)
     save(
-        az.InferenceData(
-            path=median[400][1].path,
-            path_functionals=median[400][1].path_functionals,
-            calibration=median[400][1].calibration,
-            replications_median_n100=median[100][0],
-            replications_median_n400=median[400][0],
-            replications_quantreg=qr_table,
+        arviz_compat.build(
+            {
+                **{name: arviz_compat.group(median[400][1], name)
+                   for name in ("path", "path_functionals", "calibration")},
+                "replications_median_n100": median[100][0],
+                "replications_median_n400": median[400][0],
+                "replications_quantreg": qr_table,
+            }
         ),
         out / "gibbs_path.nc",
     )

@@ -1,7 +1,8 @@
-"""Loss-calibrated VI on eight schools: NUTS, plain mean-field ADVI and LCVI, tilted loss q = 0.2.
+"""Loss-calibrated VI on eight schools: NUTS, plain mean-field ADVI and LCVI, check loss tau = 0.2.
 
 Centred eight schools (``mu ~ N(0, 5)``, ``tau ~ half-Cauchy(0, 5)``). The
-decision for school ``j`` is ``h_j``, judged by the tilted loss with ``q = 0.2``
+decision for school ``j`` is ``h_j``, judged by the check (pinball) loss with
+``tau = 0.2`` (the paper's tilted loss with ``q = 0.2``)
 on the observed effect ``y_j``; the empirical risk is ``mean_j l(y_j, h_j)`` at the
 Bayes decisions (the 0.2-quantiles of each method's posterior predictive, the
 likelihood's noise integrated out). There is no test split: eight points.
@@ -44,19 +45,19 @@ from stanflow.lcvi import (
     ADVI_DEFAULTS,
     eight_schools,
     empirical_risk,
-    get_loss,
     run_lcvi,
     to_idata,
 )
+from stanflow.losses import bound_loss
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure
 
 DESCRIPTION = (
-    "Loss-calibrated VI on eight schools (tilted loss q=0.2, M90): "
+    "Loss-calibrated VI on eight schools (check loss tau=0.2, M90): "
     "risk of NUTS, mean-field ADVI and LCVI over 10 seeds"
 )
 
-Q = 0.2
+TAU = 0.2
 TOL = 0.1  # decisions settle when none moves by more than this in a block
 REFERENCE_REDUCTION_PCT = (0.9, 0.4)  # mean, sd over seeds
 REFERENCE_SOURCE = (
@@ -68,7 +69,7 @@ def run(out: Path, quick: bool) -> dict:
     """Run NUTS, then VI and LCVI for each seed; write figures; return the summary."""
     data = json.loads((DATA_DIR / "eight_schools.json").read_text())
     problem = eight_schools(data)
-    loss = get_loss("tilted", q=Q)
+    loss = bound_loss("check", tau=TAU)
     seeds = range(1, 3 if quick else 11)
     advi = {"iter": 2000} if quick else {}
 
@@ -185,7 +186,7 @@ def _plot_marginals(hmc, loop, path: Path) -> None:
         axis.set_title(name)
     axes[0, 0].legend()
     figure.suptitle(
-        "Eight schools: marginals under NUTS, mean-field VI and LCVI (tilted q=0.2, first seed)"
+        "Eight schools: marginals under NUTS, mean-field VI and LCVI (check tau=0.2, first seed)"
     )
     save_figure(figure, path)
 
@@ -215,7 +216,7 @@ def _plot_risk(loops, risk_hmc: float, path: Path) -> None:
         )
     axis.axhline(risk_hmc, color="C3", linestyle="--", label="NUTS posterior")
     axis.set_xlabel("ADVI iteration")
-    axis.set_ylabel("empirical tilted risk (q = 0.2)")
+    axis.set_ylabel("empirical check risk (tau = 0.2)")
     axis.set_title("Eight schools: risk along the LCVI trajectory, one line per seed")
     axis.legend()
     save_figure(figure, path)

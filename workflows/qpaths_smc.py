@@ -2,253 +2,416 @@
 
 The SMC experiment of Masrani, Brekelmans et al. (UAI 2021), "q-Paths:
 Generalizing the geometric annealing path using power means": predictors
-scaled to mean 0 and sd 0.5, intercept, labels +-1, prior ``N(0, 5^2 I)`` (``stanflow.qpaths.logistic``). SMC
-(``stanflow.qpaths.smc.smc``, random-walk moves) with ``M`` moves per
-temperature, a fixed schedule of 10 linearly spaced temperatures and the
-adaptive schedule (ESS = N/2), ``R`` independent runs for each path:
+scaled to mean 0 and sd 0.5, intercept, labels +-1, prior ``N(0, 5^2 I)``
+(``stanflow.qpaths.logistic``, float32 kernel). SMC (``stanflow.qpaths.smc.smc``,
+random-walk moves) with 10^4 particles, ``M`` moves per temperature, the fixed
+schedule of 10 linearly spaced temperatures and the adaptive schedule (ESS =
+N/2), ``R`` independent runs of every path:
 
 - ``geometric``: q = 1;
-- ``heuristic``: the ESS heuristic (``stanflow.qpaths.choose_q.heuristic_q``),
-  fitted once per dataset on fresh prior draws so that the first step of the
-  fixed schedule (beta_1 = 1/9) keeps ESS = N/2; the same q is used with the
-  adaptive schedule;
-- ``best_grid``: the grid ``1 - q = logspace(-1, -5, 20)`` (plus q = 1), the q
-  with the smallest median error (chosen with hindsight, as in the paper).
+- ``heuristic``: ours (``stanflow.qpaths.choose_q.heuristic_q``), the largest
+  ``delta`` whose first step of the fixed schedule (beta_1 = 1/9) keeps ESS =
+  N/2, fitted once per dataset on fresh prior draws, used for both schedules;
+- ``joint``: the authors' (``stanflow.qpaths.choose_q_joint.joint_heuristic``),
+  ``delta = log10 max |log pi1 / pi0|`` with beta_1 from the same ESS target,
+  fitted the same way;
+- ``best_grid``: the q of the grid ``1 - q = logspace(-1, -5, 20)`` plus q = 1
+  with the smallest median error in a cheaper pilot (1000 particles, M = 1,
+  per dataset and schedule), then run at full size for every M.
 
-Errors are ``|log Z_hat - log Z|`` per run, summarised by the median and the
-MAD (median absolute deviation from the median, unscaled). ``log Z`` is our
-own long geometric SMC run (adaptive, ESS 0.8 N, many moves), checked against
-importance sampling from a Laplace-fitted Student-t and the paper's values.
+Errors are ``|log Z_hat - log Z|`` per run, summarised by the median, the MAD
+(median absolute deviation from the median, unscaled) and the range.
+``log Z`` is a reference per dataset (``stanflow.qpaths.reference_log_z``):
+geometric adaptive SMC runs with independence Metropolis-Hastings moves
+(``stanflow.qpaths.independence``), then importance sampling from a Student-t
+fitted to each run's final particles; the runs' estimates, with their
+standard errors, are its own error. Pima is also checked against importance
+sampling from a Laplace-fitted Student-t.
+
+Every finished piece (reference, pilot cell, table cell) is written at once to
+``qpaths_smc_runs.json`` (atomically, with the per-run estimates); a rerun into
+the same folder with the same settings takes the finished pieces from it and
+computes only the rest.
 
 ``summary.json``: ``errors`` as ``dataset -> schedule -> M -> {geometric,
-heuristic, best_grid} -> {median, mad, q}``, ``log_z_truth`` and its checks,
-``grid_median_errors`` (dataset -> schedule -> M -> list over ``q_grid``), the
-settings. ``qpaths_smc.png``: median error against 1 - q; ``qpaths_smc.nc``:
-the per-run estimates (group per dataset).
+heuristic, joint, best_grid} -> {q, median, mad, min, max, median_signed,
+temperatures, seconds_per_run}``, ``ratios`` (geometric over each other path's
+median), ``log_z_truth`` and ``truth``, the heuristics, the pilot's median
+errors and the settings. ``qpaths_smc.png``: median errors against ``1 - q``.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
-import xarray as xr
 
-from stanflow.idata import save
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
+from stanflow.qpaths.choose_q_joint import joint_heuristic
+from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.logistic import DATASETS, LogisticTarget, load_uci
+from stanflow.qpaths.reference_log_z import reference_log_z
 from stanflow.qpaths.smc import smc
-from stanflow.workflows import main, save_figure
+from stanflow.workflows import main, save_figure, write_json
 
 DESCRIPTION = (
-    "q-path SMC on Bayesian logistic regression (Pima, Sonar): error in log Z for "
-    "the geometric path, the ESS heuristic q and the best grid q"
+    "q-path SMC on Bayesian logistic regression (Pima, Sonar), 10^4 particles: error "
+    "in log Z for the geometric path, our and the authors' heuristic q and the best grid q"
 )
 
 SEED = 20201214
 N_TEMPERATURES = 10
+PATHS = ("geometric", "heuristic", "joint", "best_grid")
+SCHEDULES = ("fixed", "adaptive")
 REFERENCE_LOG_Z = {"pima": -391.494, "sonar": -123.667}
 REFERENCE_ERRORS = {  # paper, fixed schedule, M = 1: geometric vs best q
     "pima": {"geometric": 79.0, "best_q": 10.8},
     "sonar": {"geometric": 228.7, "best_q": 93.3},
 }
+RUNS_FILE = "qpaths_smc_runs.json"
 SETTINGS = {
     False: {
-        "n_particles": 250,
-        "n_runs": 10,
-        "moves": (1, 3, 5),
-        "grid": q_grid(),
-        "truth": {"n_particles": 5000, "n_moves": 20, "target_ess": 0.8, "n_runs": 2},
-        "importance_draws": 200_000,
+        "n_particles": 10_000,
+        "n_runs": 5,
+        "moves": [1, 3, 5],
+        "kernel_dtype": "float32",
+        "pilot": {"n_particles": 1000, "n_runs": 3, "n_moves": 1, "grid_size": 20},
+        "truth": {
+            "n_particles": 10_000,
+            "n_moves": 10,
+            "target_ess": 0.5,
+            "n_runs": 2,
+            "importance_draws": 200_000,
+        },
+        "heuristic_draws": 10_000,
+        "heuristic_repeats": 5,
+        "laplace_draws": 200_000,
     },
     True: {
         "n_particles": 100,
         "n_runs": 3,
-        "moves": (1,),
-        "grid": q_grid(3),
-        "truth": {"n_particles": 400, "n_moves": 5, "target_ess": 0.5, "n_runs": 2},
-        "importance_draws": 20_000,
+        "moves": [1],
+        "kernel_dtype": "float32",
+        "pilot": {"n_particles": 100, "n_runs": 2, "n_moves": 1, "grid_size": 3},
+        "truth": {
+            "n_particles": 400,
+            "n_moves": 2,
+            "target_ess": 0.5,
+            "n_runs": 2,
+            "importance_draws": 5000,
+        },
+        "heuristic_draws": 100,
+        "heuristic_repeats": 2,
+        "laplace_draws": 20_000,
     },
 }
-"""Full and quick (``--quick``) settings. The particle count of the full run is
-what lets the whole grid (2 datasets x 2 schedules x 3 M x 22 paths x 10 runs)
-finish in about 30 min of wall time (12.5 min CPU) on the shared 2-core machine."""
+"""Full and quick (``--quick``) settings. The full table (2 datasets x 2
+schedules x 3 M x 4 paths x 5 runs of 10^4 particles) was sized from the
+measured cost of one run on the loaded 2-core machine (Pima, fixed schedule,
+M = 1: 3.7 s wall; Sonar: 6-10 s) to about 90 minutes of wall time."""
 
 
-def truth(
-    target: LogisticTarget, settings: dict, draws: int, rng: np.random.Generator
+def cell_seed(*key: int) -> int:
+    """A seed for one piece of work, from :data:`SEED` and integers naming it."""
+    return int(np.random.SeedSequence([SEED, *key]).generate_state(1)[0])
+
+
+def q_key(q: float) -> int:
+    """The bits of ``q`` as an integer (a seed component that tells every q apart)."""
+    return int(np.float64(q).view(np.uint64))
+
+
+class Checkpoint:
+    """Finished pieces of a run, kept in ``out/qpaths_smc_runs.json``.
+
+    A piece is computed once: :meth:`get` returns the stored record if the file
+    was written with the same settings, otherwise computes it and rewrites
+    the file atomically.
+    """
+
+    def __init__(self, path: Path, settings: dict) -> None:
+        self.path = path
+        self.record = {"settings": settings, "pieces": {}}
+        if path.is_file():
+            stored = json.loads(path.read_text())
+            if stored.get("settings") == json.loads(json.dumps(settings)):
+                self.record = stored
+
+    def get(
+        self, key: str, compute: Callable[..., dict], *args: Any, **kwargs: Any
+    ) -> dict:
+        """The piece ``key``: stored, or ``compute(*args, **kwargs)`` stored now."""
+        if key not in self.record["pieces"]:
+            start = time.perf_counter()
+            piece = compute(*args, **kwargs)
+            self.record["pieces"][key] = piece | {
+                "seconds": time.perf_counter() - start
+            }
+            write_json(self.path, self.record)
+        return self.record["pieces"][key]
+
+    def seconds(self) -> float:
+        """Wall seconds spent computing the stored pieces, over all runs into the folder."""
+        return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
+
+
+def smc_runs(
+    target: LogisticTarget, q: float, schedule: np.ndarray | None, seed: int, **options
 ) -> dict:
-    """Long geometric adaptive SMC run, with an importance-sampling check."""
+    """``n_runs`` independent SMC runs: per-run log Z, temperatures, wall seconds per run."""
     start = time.perf_counter()
     group = smc(
         target.log_pi0,
         target.sample_pi0,
         target.log_pi1,
-        seed=int(rng.integers(2**31)),
-        **settings,
+        q=q,
+        schedule=schedule,
+        seed=seed,
+        **options,
     ).smc
-    seconds = time.perf_counter() - start
-    check, check_se = target.importance_log_z(rng, draws)
     return {
-        "log_z": group.attrs["log_z"],
-        "se": group.attrs["log_z_se"],
-        "runs": group.log_z.values.tolist(),
-        "seconds": seconds,
-        "importance_sampling": {"log_z": check, "se": check_se},
+        "log_z": group.log_z.values.tolist(),
+        "temperatures": group.n_steps.values.tolist(),
+        "seconds_per_run": (time.perf_counter() - start) / len(group.log_z),
+        "acceptance": float(np.nanmean(group.acceptance.values)),
     }
 
 
-def errors_for(
-    target: LogisticTarget,
-    q: float,
-    schedule: np.ndarray | None,
-    moves: int,
-    settings: dict,
-    log_z: float,
-    seed: int,
-) -> np.ndarray:
-    """``|log Z_hat - log Z|`` of ``n_runs`` independent SMC runs, shape (R,)."""
-    group = smc(
+def truth(target: LogisticTarget, settings: dict, index: int) -> dict:
+    """Reference log Z: t importance sampling on the particles of geometric SMC runs."""
+    options = dict(settings)
+    return reference_log_z(
         target.log_pi0,
         target.sample_pi0,
         target.log_pi1,
-        q=q,
-        n_particles=settings["n_particles"],
-        n_moves=moves,
-        schedule=schedule,
-        n_runs=settings["n_runs"],
-        seed=seed,
-    ).smc
-    return np.abs(group.log_z.values - log_z)
+        seed=cell_seed(0, index),
+        n_draws=options.pop("importance_draws"),
+        moves=gaussian_independence_moves,
+        **options,
+    )
 
 
-def median_mad(errors: np.ndarray) -> dict:
-    median = float(np.median(errors))
-    return {"median": median, "mad": float(np.median(np.abs(errors - median)))}
+def heuristics(target: LogisticTarget, settings: dict, index: int) -> dict:
+    """Our and the authors' q on fresh prior draws; the first draw set is the one used."""
+    ours, joint = [], []
+    for repeat in range(settings["heuristic_repeats"]):
+        rng = np.random.default_rng(cell_seed(2, index, repeat))
+        draws = target.sample_pi0(rng, settings["heuristic_draws"])
+        log_pi0, log_pi1 = target.log_pi0(draws), target.log_pi1(draws)
+        ours.append(heuristic_q(log_pi0, log_pi1, 1 / (N_TEMPERATURES - 1)))
+        joint.append(joint_heuristic(log_pi0, log_pi1)._asdict())
+    deltas = [c["delta"] for c in joint]
+    return {
+        "heuristic_q": ours[0],
+        "heuristic_q_repeats": ours,
+        "joint": joint[0],
+        "joint_delta_repeats": deltas,
+        "joint_delta_range": [min(deltas), max(deltas)],
+    }
+
+
+def errors(log_z: list[float], truth_log_z: float) -> dict:
+    """Median, MAD, range and median signed error of per-run estimates."""
+    signed = np.asarray(log_z) - truth_log_z
+    absolute = np.abs(signed)
+    median = float(np.median(absolute))
+    return {
+        "median": median,
+        "mad": float(np.median(np.abs(absolute - median))),
+        "min": float(absolute.min()),
+        "max": float(absolute.max()),
+        "median_signed": float(np.median(signed)),
+    }
+
+
+def laplace_check(target: LogisticTarget, draws: int, index: int) -> dict:
+    """``log Z`` by importance sampling from a Laplace-fitted Student-t (Pima's check)."""
+    rng = np.random.default_rng(cell_seed(3, index))
+    return dict(zip(("log_z", "se"), target.importance_log_z(rng, draws), strict=True))
+
+
+def table_row(
+    checkpoint: Checkpoint,
+    key: str,
+    target: LogisticTarget,
+    schedule: np.ndarray | None,
+    qs: dict[str, float],
+    seed_key: tuple[int, ...],
+    options: dict,
+    log_z: float,
+) -> dict:
+    """One row of the table: every path's runs (from ``checkpoint``) and their errors."""
+    row = {}
+    for path, q in qs.items():
+        runs = checkpoint.get(
+            f"{key}/q={q!r}",
+            smc_runs,
+            target,
+            q,
+            schedule,
+            cell_seed(*seed_key, q_key(q)),
+            **options,
+        )
+        row[path] = (
+            {"q": q}
+            | errors(runs["log_z"], log_z)
+            | {
+                "temperatures": float(np.median(runs["temperatures"])),
+                "seconds_per_run": runs["seconds_per_run"],
+            }
+        )
+    return row
 
 
 def run(out: Path, quick: bool) -> dict:
-    """Truth, SMC errors on every path, figure, per-run estimates and summary."""
-    targets = {name: load_uci(name) for name in DATASETS}  # fails before any work
+    """Reference log Z, heuristics, pilot grid, the table at full size, figure, summary."""
     settings = SETTINGS[quick]
-    grid = settings["grid"]
+    targets = {
+        name: load_uci(name, kernel_dtype=settings["kernel_dtype"]) for name in DATASETS
+    }  # fails before any work
+    checkpoint = Checkpoint(out / RUNS_FILE, settings)
+    grid = q_grid(settings["pilot"]["grid_size"])
     schedules = {"fixed": np.linspace(0, 1, N_TEMPERATURES), "adaptive": None}
-    rng = np.random.default_rng(SEED)
+    full = {"n_particles": settings["n_particles"], "n_runs": settings["n_runs"]}
+    pilot = {k: v for k, v in settings["pilot"].items() if k != "grid_size"}
     summary: dict = {
         "errors": {},
-        "grid_median_errors": {},
+        "ratios": {},
         "log_z_truth": {},
-        "truth_checks": {},
-        "heuristic_q": {},
+        "truth": {},
+        "importance_sampling": {},
+        "heuristics": {},
+        "pilot_median_errors": {},
         "q_grid": grid.tolist(),
-        "n_particles": settings["n_particles"],
-        "n_runs": settings["n_runs"],
-        "moves": list(settings["moves"]),
-        "truth_settings": settings["truth"],
+        "settings": settings,
         "reference_log_z": REFERENCE_LOG_Z,
         "reference_errors_fixed_m1": REFERENCE_ERRORS,
-        "seconds": {},
+        "seed": SEED,
     }
-    groups = {}
-    for name, target in targets.items():
-        start = time.perf_counter()
-        reference = truth(target, settings["truth"], settings["importance_draws"], rng)
-        log_z = reference.pop("log_z")
+    for index, (name, target) in enumerate(targets.items()):
+        reference = checkpoint.get(
+            f"{name}/truth", truth, target, settings["truth"], index
+        )
+        log_z = reference["log_z"]
         summary["log_z_truth"][name] = log_z
-        summary["truth_checks"][name] = reference
-        draws = target.sample_pi0(rng, settings["n_particles"])
-        q_heuristic = heuristic_q(
-            target.log_pi0(draws), target.log_pi1(draws), 1 / (N_TEMPERATURES - 1)
+        summary["truth"][name] = reference | {
+            "minus_paper": log_z - REFERENCE_LOG_Z[name]
+        }
+        if name == "pima":
+            check = checkpoint.get(
+                f"{name}/importance",
+                laplace_check,
+                target,
+                settings["laplace_draws"],
+                index,
+            )
+            summary["importance_sampling"][name] = check | {
+                "minus_truth": check["log_z"] - log_z
+            }
+        chosen = checkpoint.get(
+            f"{name}/heuristics", heuristics, target, settings, index
         )
-        summary["heuristic_q"][name] = q_heuristic
-        paths = np.append(grid, q_heuristic)
-        table = np.zeros(
-            (len(schedules), len(settings["moves"]), len(paths), settings["n_runs"])
-        )
-        for i, schedule in enumerate(schedules.values()):
-            for j, moves in enumerate(settings["moves"]):
-                for k, q in enumerate(paths):
-                    table[i, j, k] = errors_for(
-                        target,
-                        q,
-                        schedule,
-                        moves,
-                        settings,
-                        log_z,
-                        seed=int(rng.integers(2**31)),
-                    )
-        for i, schedule_name in enumerate(schedules):
-            for j, moves in enumerate(settings["moves"]):
-                medians = np.median(table[i, j, :-1], axis=1)
-                best = int(np.argmin(medians))
-                cell = {
-                    "geometric": median_mad(table[i, j, len(grid) - 1]) | {"q": 1.0},
-                    "heuristic": median_mad(table[i, j, -1]) | {"q": q_heuristic},
-                    "best_grid": median_mad(table[i, j, best])
-                    | {"q": float(grid[best])},
-                }
+        summary["heuristics"][name] = chosen
+        for s_index, (schedule_name, schedule) in enumerate(schedules.items()):
+            pilot_row = table_row(
+                checkpoint,
+                f"{name}/pilot/{schedule_name}",
+                target,
+                schedule,
+                {str(i): q for i, q in enumerate(grid)},
+                (1, index, s_index),
+                pilot,
+                log_z,
+            )
+            medians = [cell["median"] for cell in pilot_row.values()]
+            summary["pilot_median_errors"].setdefault(name, {})[schedule_name] = medians
+            qs = {
+                "geometric": 1.0,
+                "heuristic": chosen["heuristic_q"],
+                "joint": chosen["joint"]["q"],
+                "best_grid": float(grid[int(np.argmin(medians))]),
+            }
+            for moves in settings["moves"]:
+                row = table_row(
+                    checkpoint,
+                    f"{name}/{schedule_name}/M={moves}",
+                    target,
+                    schedule,
+                    qs,
+                    (4, index, s_index, moves),
+                    full | {"n_moves": moves},
+                    log_z,
+                )
                 summary["errors"].setdefault(name, {}).setdefault(schedule_name, {})[
                     str(moves)
-                ] = cell
-                summary["grid_median_errors"].setdefault(name, {}).setdefault(
-                    schedule_name, {}
-                )[str(moves)] = medians.tolist()
-        groups[name] = xr.Dataset(
-            {"abs_error": (("schedule", "moves", "path", "run"), table)},
-            coords={
-                "schedule": list(schedules),
-                "moves": list(settings["moves"]),
-                "path": [f"q={q:.10g}" for q in grid] + ["heuristic"],
-                "q": ("path", paths),
-            },
-            attrs={"log_z_truth": log_z},
-        )
-        summary["seconds"][name] = time.perf_counter() - start
-    save(az.InferenceData(**groups), out / "qpaths_smc.nc")
+                ] = row
+                summary["ratios"].setdefault(name, {}).setdefault(schedule_name, {})[
+                    str(moves)
+                ] = {
+                    path: row["geometric"]["median"] / row[path]["median"]
+                    for path in PATHS[1:]
+                }
+    summary["compute_seconds"] = checkpoint.seconds()
     _plot(summary, grid, out / "qpaths_smc.png")
     return summary
 
 
 def _plot(summary: dict, grid: np.ndarray, path: Path) -> None:
     datasets = list(summary["errors"])
-    schedules = ("fixed", "adaptive")
     figure, axes = plt.subplots(
-        len(datasets), len(schedules), figsize=(11, 4 * len(datasets)), squeeze=False
+        len(datasets), len(SCHEDULES), figsize=(11, 4 * len(datasets)), squeeze=False
     )
-    x = 1 - grid[:-1]
+    markers = {"heuristic": "*", "joint": "D", "best_grid": "o"}
     for row, name in enumerate(datasets):
-        for col, schedule in enumerate(schedules):
+        for col, schedule in enumerate(SCHEDULES):
             ax = axes[row, col]
+            pilot = summary["pilot_median_errors"][name][schedule]
+            ax.plot(
+                1 - grid[:-1],
+                pilot[:-1],
+                "-",
+                color="0.6",
+                lw=1,
+                label=f"pilot, N = {summary['settings']['pilot']['n_particles']}, M = 1",
+            )
+            ax.axhline(pilot[-1], color="0.6", ls=":", lw=1)
             cells = summary["errors"][name][schedule]
             for moves, colour in zip(cells, ("C0", "C1", "C2"), strict=False):
-                medians = summary["grid_median_errors"][name][schedule][moves]
-                ax.plot(x, medians[:-1], "o-", color=colour, ms=3, label=f"M = {moves}")
-                ax.axhline(medians[-1], color=colour, ls=":", lw=1)
-                ax.plot(
-                    1 - cells[moves]["heuristic"]["q"],
-                    cells[moves]["heuristic"]["median"],
-                    "*",
-                    color=colour,
-                    ms=12,
-                    mec="k",
+                ax.axhline(
+                    cells[moves]["geometric"]["median"], color=colour, ls=":", lw=1
                 )
+                for key, marker in markers.items():
+                    cell = cells[moves][key]
+                    ax.plot(
+                        max(1 - cell["q"], 1e-6),
+                        cell["median"],
+                        marker,
+                        color=colour,
+                        mec="k",
+                        ms=8,
+                        label=f"M = {moves}, {key}",
+                    )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("1 - q")
             ax.set_ylabel("median |log Z_hat - log Z|")
-            ax.set_title(f"{name}, {schedule} schedule, N = {summary['n_particles']}")
-            ax.legend(fontsize=8)
+            ax.set_title(
+                f"{name}, {schedule} schedule, N = {summary['settings']['n_particles']}"
+            )
+            ax.legend(fontsize=6, ncol=2)
     figure.suptitle(
-        "SMC error in log Z: dots on the q grid, dotted lines the geometric path "
-        "(q = 1), stars the heuristic q"
+        "SMC error in log Z: dotted lines the geometric path (q = 1); star ours, "
+        "diamond the authors' heuristic, circle the best pilot grid q"
     )
     figure.tight_layout()
     save_figure(figure, path)

@@ -9,6 +9,15 @@ Two figures' worth of panels in ``qpaths_toy.png``:
   (``stanflow.qpaths.log_qpath``);
 - the path at several beta for one intermediate q.
 
+``qpaths_toy_moment_averaging.png`` (the q-paths paper's comparison with moment
+averaging): between ``N(-4, 3)`` and ``N(4, 1)`` (variances; the endpoints of
+the paper's toy code), the intermediate densities at several beta of the
+mixture (q = 0), q-paths (q = 0.5, 0.9, 2), the geometric path (q = 1) and the
+moment-averaging path of Grosse et al. (2013) in closed form
+(``stanflow.qpaths.gaussian_moment_average``). Each q-path density is
+normalised exactly on a fine grid; ``summary.json`` ``moment_averaging`` gives
+the mean, variance and number of modes of every intermediate from that grid.
+
 Then ``log Z`` of unnormalised Gaussian targets, with the exact value known:
 
 - ``gauss1d``: base ``N(-10, 1)``, target ``exp(3) N(10, 1)`` (log Z = 3);
@@ -20,8 +29,9 @@ the TI schedule (quick: 41 betas, 2 moves) or, in the full run, on it refined
 twice (401 betas, 5 moves): AIS has no resampling, and on the coarse quick
 schedule its estimate is biased low (``AIS_NOTE``, ``final_ess_fraction``).
 ``summary.json``: ``log_z`` as ``problem -> method -> q -> {estimate, se,
-error, seconds}`` and ``log_z_truth``; ``qpaths_toy.nc`` holds the SMC
-diagnostics (``smc`` group) of each run as groups ``<problem>_<method>_<q>``.
+error, seconds}``, ``log_z_truth`` and ``moment_averaging``; ``qpaths_toy.nc``
+holds the SMC diagnostics (``smc`` group) of each run as groups
+``<problem>_<method>_<q>``.
 """
 
 from __future__ import annotations
@@ -35,25 +45,34 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import arviz as az
 import matplotlib.pyplot as plt
 import numpy as np
 from scipy import stats
 
+from stanflow import arviz_compat
 from stanflow.idata import save
-from stanflow.qpaths import log_qpath
+from stanflow.qpaths import gaussian_moment_average, log_qpath
 from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.ti import thermodynamic_integration
 from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
-    "q-paths between toy endpoints: intermediate densities, and log Z of Gaussian "
-    "targets by TI, AIS and SMC against the exact value"
+    "q-paths between toy endpoints: intermediate densities (with the moment-averaging "
+    "path), and log Z of Gaussian targets by TI, AIS and SMC against the exact value"
 )
 
 SEED = 20240611
 SHOWN_Q = (0.0, 0.5, 0.9, 0.99, 0.999, 1.0)
 PATH_Q = (1.0, 0.999)
+MA_ENDPOINTS = ((-4.0, 3.0), (4.0, 1.0))
+"""(mean, variance) of the base and target of the moment-averaging comparison, as
+in the q-paths authors' toy code (``Gaussian1D(mean=-4.0, variance=3)`` and
+``Gaussian1D(mean=4.0, variance=1)``)."""
+MA_Q = (0.0, 0.5, 0.9, 1.0, 2.0)
+MA_BETAS = (0.1, 0.25, 0.5, 0.75, 0.9)
+MA_GRID = np.linspace(-30.0, 30.0, 12_001)
+"""Grid of the exact normalisation; every intermediate is below 1e-10 of its peak
+at the ends."""
 
 
 def gaussian_problem(
@@ -126,7 +145,7 @@ def estimates(quick: bool) -> tuple[dict, dict]:
         for method, runner in methods.items():
             for q in PATH_Q:
                 start = time.perf_counter()
-                group = runner(spec["functions"], q, SEED, schedule).smc
+                group = arviz_compat.group(runner(spec["functions"], q, SEED, schedule), "smc")
                 seconds = time.perf_counter() - start
                 estimate = group.attrs["log_z"]
                 cell = {
@@ -191,17 +210,105 @@ def _plot(figure: plt.Figure) -> None:
     axes[2].legend(fontsize=8)
 
 
+def intermediate_densities(x: np.ndarray) -> dict[str, np.ndarray]:
+    """Normalised densities on ``x`` of every compared path at ``MA_BETAS``.
+
+    Keys ``q=<q>`` (q-paths by :func:`log_qpath`, normalised by the trapezoid
+    rule on ``x``) and ``moment_averaging`` (the closed-form Gaussian); values
+    of shape ``(len(MA_BETAS), len(x))``.
+    """
+    (mean0, var0), (mean1, var1) = MA_ENDPOINTS
+    lp0 = stats.norm.logpdf(x, mean0, np.sqrt(var0))
+    lp1 = stats.norm.logpdf(x, mean1, np.sqrt(var1))
+    betas = np.asarray(MA_BETAS)[:, None]
+    paths = {}
+    for q in MA_Q:
+        log_density = log_qpath(lp0, lp1, betas, q)
+        density = np.exp(log_density - log_density.max(axis=1, keepdims=True))
+        paths[f"q={q:g}"] = density / np.trapezoid(density, x, axis=1)[:, None]
+    mean, var = gaussian_moment_average(mean0, var0, mean1, var1, betas)
+    paths["moment_averaging"] = stats.norm.pdf(x, mean, np.sqrt(var))
+    return paths
+
+
+def moment_averaging_summary(x: np.ndarray, paths: dict[str, np.ndarray]) -> dict:
+    """Grid moments and mode counts of every intermediate, and the closed form."""
+    (mean0, var0), (mean1, var1) = MA_ENDPOINTS
+    table = {}
+    for name, density in paths.items():
+        mean = np.trapezoid(density * x, x, axis=1)
+        var = np.trapezoid(density * (x - mean[:, None]) ** 2, x, axis=1)
+        table[name] = {"mean": mean, "variance": var, "n_modes": _n_modes(density)}
+    closed_mean, closed_var = gaussian_moment_average(
+        mean0, var0, mean1, var1, np.asarray(MA_BETAS)
+    )
+    mixture = table["q=0"]
+    return {
+        "endpoints": {
+            "base": {"mean": mean0, "variance": var0},
+            "target": {"mean": mean1, "variance": var1},
+        },
+        "beta": list(MA_BETAS),
+        "paths": table,
+        "path_names": {"q=0": "mixture", "q=1": "geometric"},
+        "moment_averaging_closed_form": {"mean": closed_mean, "variance": closed_var},
+        "mixture_minus_moment_averaging": {
+            "max_abs_mean": float(np.max(np.abs(mixture["mean"] - closed_mean))),
+            "max_abs_variance": float(np.max(np.abs(mixture["variance"] - closed_var))),
+        },
+    }
+
+
+def _n_modes(density: np.ndarray) -> list[int]:
+    """Local maxima per row above 1e-3 of the row's peak (ignores grid ripples)."""
+    inner = density[:, 1:-1]
+    peak = (inner > density[:, :-2]) & (inner >= density[:, 2:])
+    high = inner > 1e-3 * density.max(axis=1, keepdims=True)
+    return (peak & high).sum(axis=1).tolist()
+
+
+def _plot_moment_averaging(
+    figure: plt.Figure, x: np.ndarray, paths: dict[str, np.ndarray]
+) -> None:
+    (mean0, var0), (mean1, var1) = MA_ENDPOINTS
+    axes = figure.subplots(1, len(paths))
+    colours = plt.cm.plasma(np.linspace(0.05, 0.85, len(MA_BETAS)))
+    shown = (x >= -12) & (x <= 10)
+    titles = {"q=0": "q = 0 (mixture)", "q=1": "q = 1 (geometric)",
+              "moment_averaging": "moment averaging"}
+    for ax, (name, density) in zip(axes, paths.items(), strict=True):
+        for mean, var in ((mean0, var0), (mean1, var1)):
+            ax.plot(x[shown], stats.norm.pdf(x[shown], mean, np.sqrt(var)),
+                    color="0.6", ls=":", lw=1)
+        for row, beta, colour in zip(density, MA_BETAS, colours, strict=True):
+            ax.plot(x[shown], row[shown], color=colour, lw=1.6, label=f"beta = {beta:g}")
+        ax.set_title(titles.get(name, name.replace("=", " = ")))
+        ax.set_xlabel("z")
+    axes[0].set_ylabel("normalised density")
+    axes[0].legend(fontsize=8, loc="upper left")
+    figure.suptitle(
+        f"N({mean0:g}, {var0:g}) to N({mean1:g}, {var1:g}) (variances): "
+        "intermediate densities per path"
+    )
+
+
 def run(out: Path, quick: bool) -> dict:
     """Plot the paths, estimate log Z, save diagnostics and return the summary."""
     figure = plt.figure(figsize=(17, 4.8))
     _plot(figure)
     save_figure(figure, out / "qpaths_toy.png")
+    paths = intermediate_densities(MA_GRID)
+    figure = plt.figure(figsize=(20, 3.8))
+    _plot_moment_averaging(figure, MA_GRID, paths)
+    save_figure(figure, out / "qpaths_toy_moment_averaging.png")
     table, groups = estimates(quick)
-    save(az.InferenceData(**groups), out / "qpaths_toy.nc")
+    save(arviz_compat.build(groups), out / "qpaths_toy.nc")
     return {
+        "seed": SEED,
         "log_z_truth": {name: spec["log_z"] for name, spec in PROBLEMS.items()},
         "log_z": table,
         "q_values": list(PATH_Q),
+        "moment_averaging": moment_averaging_summary(MA_GRID, paths),
         "ais_note": AIS_NOTE,
         "error_estimates": (
             "SMC/AIS: delta-method standard error of the pooled Z over 4 independent "

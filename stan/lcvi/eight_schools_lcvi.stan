@@ -4,7 +4,7 @@
 //   y[s, j] = theta[j] + sigma[j] * eps_y[s, j]  (fixed base samples, data).
 // ADVI's own draw theta = mu + sigma * eps_theta is the outer reparameterisation.
 // weight = 0 gives plain VI. Slot (docs/lcvi.md):
-//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+//   loss.stanfunctions: real loss(real y, real f, vector loss_params)
 functions {
   #include utility.stanfunctions // includes the slot loss.stanfunctions
 }

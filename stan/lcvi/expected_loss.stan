@@ -5,8 +5,8 @@
 // with the parameters h the decisions and the target -sum_n expected_loss[n],
 // so that one param_constrain call (transformed parameters included) gives the
 // N expected losses at N decisions, and the gradient of the target gives
-// -d expected_loss[n] / d h[n]. Slot (docs/lcvi.md):
-//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+// -d expected_loss[n] / d h[n]. Slot (docs/your-own-loss.md):
+//   loss.stanfunctions: real loss(real y, real f, vector loss_params)
 functions {
   #include loss.stanfunctions
 }
@@ -21,10 +21,13 @@ parameters {
   vector[N] h; // the decisions (unconstrained)
 }
 transformed parameters {
-  vector[N] expected_loss;
+  vector[N] expected_loss = rep_vector(0, N);
   for (n in 1 : N) {
-    expected_loss[n] = mean(loss(col(Y, n), rep_vector(h[n], S), loss_params));
+    for (s in 1 : S) {
+      expected_loss[n] += loss(Y[s, n], h[n], loss_params);
+    }
   }
+  expected_loss /= S;
 }
 model {
   target += -sum(expected_loss);

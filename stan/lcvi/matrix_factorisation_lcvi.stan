@@ -5,7 +5,7 @@
 //   target += weight * utility_term(l(y[s] | U, V, h)),
 //   y[s, n] = (U V')[cell[n]] + noise_sd * eps_y[s, n]  (fixed base samples, data).
 // Cells are column-major indices into the I x J matrix. Slot (docs/lcvi.md):
-//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+//   loss.stanfunctions: real loss(real y, real f, vector loss_params)
 functions {
   #include utility.stanfunctions // includes the slot loss.stanfunctions
 }

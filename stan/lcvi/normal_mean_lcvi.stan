@@ -4,7 +4,7 @@
 //   y[s, n] = theta + sigma * eps_y[s, n]  (fixed base samples, data).
 // The posterior is normal, so the calibrated optimum is known by brute force
 // (tests/test_lcvi_conjugate_e2e.py). Slot (docs/lcvi.md):
-//   loss.stanfunctions: vector loss(vector y, vector h, vector loss_params)
+//   loss.stanfunctions: real loss(real y, real f, vector loss_params)
 functions {
   #include utility.stanfunctions // includes the slot loss.stanfunctions
 }

@@ -1,7 +1,7 @@
 """Gibbs (generalised) posteriors ``pi_n(theta) ∝ exp(-omega L_n(theta)) pi(theta)``.
 
-- :mod:`~stanflow.gibbs.losses`, :mod:`~stanflow.gibbs.priors`: the shipped
-  losses and priors, in Stan (``stan/losses/``, ``stan/priors/``) and NumPy;
+- :mod:`~stanflow.gibbs.priors`: the shipped priors, in Stan (``stan/priors/``)
+  and NumPy; the losses are the package's one registry, :mod:`stanflow.losses`;
 - :mod:`~stanflow.gibbs.grid`: exact posteriors of a scalar parameter on a grid
   (density, CDF, intervals, ``log Z_n(omega)``), vectorised;
 - the learning rate, each calibration as a ``calibration`` InferenceData
@@ -23,7 +23,6 @@ See ``docs/gibbs.md``.
 
 from stanflow.gibbs.gpc import calibrate_gpc
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.losses import LOSSES, Loss, get_loss, loss_function
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.plugin import calibrate_plugin
@@ -32,22 +31,18 @@ from stanflow.gibbs.safebayes import calibrate_safebayes
 from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 
 __all__ = [
-    "LOSSES",
     "PRIORS",
     "LearningRatePath",
-    "Loss",
     "Prior",
     "calibrate_gpc",
     "calibrate_holmes_walker",
     "calibrate_path",
     "calibrate_plugin",
     "calibrate_safebayes",
-    "get_loss",
     "get_prior",
     "gibbs_model",
     "gibbs_path",
     "log_prior_on_grid",
-    "loss_function",
     "posterior",
     "stan_data",
 ]

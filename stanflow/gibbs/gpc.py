@@ -56,16 +56,17 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.gibbs import grid
-from stanflow.gibbs.loss_terms import check_stan_loss, is_stan_file
-from stanflow.gibbs.losses import Loss, get_loss, loss_function
+from stanflow.gibbs.loss_terms import check_stan_loss
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.gibbs.priors import log_prior_on_grid
-from stanflow.pointwise import loss_function as stan_loss_function
+from stanflow.losses import Loss, get_loss, loss_function
+from stanflow.slots import is_slot_file
 
 BACKENDS = ("grid", "stan")
 DESIGNS = ("reweight", "resample")
@@ -329,7 +330,7 @@ def calibrate_gpc(
     out_dir: str | os.PathLike | None = None,
     executor: Any = None,
     progress: bool = False,
-) -> az.InferenceData:
+) -> Results:
     """Calibrate ``omega`` by Syring and Martin's bootstrap algorithm.
 
     Parameters
@@ -339,7 +340,7 @@ def calibrate_gpc(
     loss, loss_params, prior, prior_params
         As in :func:`stanflow.gibbs.posterior`: a shipped loss, a ``Loss`` or a
         loss's ``.stanfunctions`` file with its parameters as a sequence (its
-        values then come from Stan in process, :func:`stanflow.pointwise.loss_function`,
+        values then come from Stan in process, :func:`stanflow.losses.loss_function`,
         for the estimate and the grid). The grid backend needs a shipped prior
         for :func:`log_prior_on_grid`.
     X : array_like, shape (n, K), optional
@@ -403,7 +404,7 @@ def calibrate_gpc(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``calibration``: ``omega`` (the calibrated rate: the last
         updated value, or the rate that met the tolerance), ``estimate`` (dim
         ``param``), per step (dim ``step``) ``omega_path`` and ``coverage_path``
@@ -431,9 +432,9 @@ def calibrate_gpc(
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if not (isinstance(omega0, (int, float)) and math.isfinite(omega0) and omega0 > 0):
         raise ValueError(f"omega0 must be positive and finite, got {omega0!r}")
-    if is_stan_file(loss):  # a loss given only as its Stan file: values from Stan
+    if is_slot_file(loss):  # a loss given only as its Stan file: values from Stan
         loss_file, stan_params = check_stan_loss(loss, loss_params)
-        value = stan_loss_function(loss_file, stan_params)
+        value = loss_function(loss_file, stan_params)
         loss_params = stan_params.tolist()
         loss_record = (loss_file, json.dumps(loss_params))
     else:
@@ -526,7 +527,7 @@ def calibrate_gpc(
             "update": "omega + (1 + t)^-0.51 (coverage - (1 - alpha))",
         },
     )
-    return az.InferenceData(calibration=group)
+    return arviz_compat.build({"calibration": group})
 
 
 def _estimate(y, X, value, bounds, estimate) -> np.ndarray:

@@ -26,9 +26,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import arviz as az
 import numpy as np
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.gpc import Evaluator, draws_coverage, draws_inside
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class StanGibbs:
         X = self.X if self.X is None or rows is None else self.X[rows]
         return stan_data(y, omega=omega, X=X, **self.spec, **extra)
 
-    def run(self, specs: list[Any], name: str, seed: int) -> az.InferenceData:
+    def run(self, specs: list[Any], name: str, seed: int) -> Results:
         """Run ``specs`` as the run set ``out_dir/name``; every run must succeed."""
         from stanflow.runs import RunSet
 
@@ -292,7 +293,7 @@ def reweight_evaluator(
         specs = [RunSpec(data=data, inits=stan.init, args=args) for _ in range(proposal_chains)]
         number = proposal.get("number", -1) + 1
         idata = stan.run(specs, f"proposal-{number:02d}", stan.seed + number)
-        stacked = idata.posterior.stack(sample=("run", "chain", "draw"))
+        stacked = arviz_compat.group(idata, "posterior").stack(sample=("run", "chain", "draw"))
         proposal.update(
             number=number,
             omega_ref=omega_ref,

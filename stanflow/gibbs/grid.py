@@ -104,7 +104,7 @@ def loss_sums(
         Data sets along the leading axes, observations along the last.
     loss : callable
         ``(y, f) -> ndarray`` broadcasting its arguments, e.g.
-        ``stanflow.gibbs.losses.loss_function("absolute")``.
+        ``stanflow.losses.loss_function("absolute")``.
     max_elements : int, default 2**23
         Data sets are processed in chunks of at most this many ``(i, g)``
         loss evaluations, to bound memory.

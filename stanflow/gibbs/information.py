@@ -30,11 +30,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import arviz as az
 import numpy as np
 
-from stanflow.gibbs.losses import Loss
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.plugin import calibrate_plugin, check_sensitivity_and_variability
+from stanflow.losses import Loss
 
 FORMULA = "tr(H) / tr(J)"
 
@@ -68,7 +69,7 @@ def calibrate_holmes_walker(
     estimate: np.ndarray | None = None,
     bounds: tuple[float, float] | None = None,
     bandwidth: float | None = None,
-) -> az.InferenceData:
+) -> Results:
     """Holmes and Walker's ``omega = tr(H_hat) / tr(J_hat)`` as a ``calibration`` group.
 
     Parameters
@@ -79,13 +80,13 @@ def calibrate_holmes_walker(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``calibration`` with ``omega``, ``estimate``, ``sensitivity``,
         ``variability``, ``bandwidth`` (as the plug-in's) and
         ``trace_sensitivity``, ``trace_variability``; attributes ``method =
         "holmes_walker"``, ``formula``, ``reference``.
     """
-    group = calibrate_plugin(
+    plugin = calibrate_plugin(
         y,
         loss=loss,
         loss_params=loss_params,
@@ -93,7 +94,8 @@ def calibrate_holmes_walker(
         estimate=estimate,
         bounds=bounds,
         bandwidth=bandwidth,
-    ).calibration
+    )
+    group = arviz_compat.group(plugin, "calibration")
     H, J = group["sensitivity"].values, group["variability"].values
     lead = group["omega"].dims
     group = group.assign(
@@ -106,4 +108,4 @@ def calibrate_holmes_walker(
         formula=FORMULA,
         reference="Holmes and Walker (2017), Biometrika 104(2) 497-503",
     )
-    return az.InferenceData(calibration=group)
+    return arviz_compat.build({"calibration": group})

@@ -5,9 +5,9 @@ The plug-in and Holmes-Walker learning rates (:mod:`stanflow.gibbs.plugin`,
 minimiser, each observation's loss derivative ``g_i``, second derivative
 ``c_i`` and the jump ``j_i`` of the derivative as ``f`` passes through
 ``y_i`` (where the absolute, check and hinge losses have their kinks). A
-shipped :class:`~stanflow.gibbs.losses.Loss` has them in NumPy; for a loss
+shipped :class:`~stanflow.losses.Loss` has them in NumPy; for a loss
 given only as a ``.stanfunctions`` file they come from Stan in process
-(:class:`stanflow.pointwise.PointwiseLoss`):
+(:class:`stanflow.losses.pointwise.PointwiseLoss`):
 
 - ``g_i``: Stan's gradient in the predictions ``f``;
 - ``c_i``: central differences of Stan's gradients, 0 on the linear pieces of
@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stanflow.gibbs.losses import Loss, get_loss
+from stanflow.losses import Loss, get_loss
+from stanflow.losses.pointwise import PointwiseLoss, curvature_steps
 from stanflow.parameters import check_vector
-from stanflow.pointwise import PointwiseLoss, curvature_steps
 
 PathLike = str | os.PathLike
 KINK_STEP = 1e-8
@@ -65,7 +65,7 @@ class LossTerms:
 def python_terms(
     y: np.ndarray, f: np.ndarray, loss: str | Loss, params: tuple[float, ...]
 ) -> LossTerms:
-    """:class:`LossTerms` of a shipped or given :class:`~stanflow.gibbs.losses.Loss`.
+    """:class:`LossTerms` of a shipped or given :class:`~stanflow.losses.Loss`.
 
     Raises
     ------
@@ -84,13 +84,6 @@ def python_terms(
         curvature=loss.curvature(y, f, *params),
         jump=np.full(y.shape, float(loss.jump)),
         residual=y - f,
-    )
-
-
-def is_stan_file(loss: object) -> bool:
-    """Whether ``loss`` names a Stan file (a path, or a string ending in ``.stanfunctions``)."""
-    return isinstance(loss, os.PathLike) or (
-        isinstance(loss, str) and loss.endswith(".stanfunctions")
     )
 
 
@@ -149,7 +142,7 @@ def stan_location_risk(
     """``(y, theta) -> loss values`` of a Stan loss, for the golden-section search.
 
     Returns a callable with the broadcasting of
-    :func:`stanflow.gibbs.losses.loss_function` (``y`` of shape ``(..., n)``,
+    :func:`stanflow.losses.loss_function` (``y`` of shape ``(..., n)``,
     ``theta`` of shape ``(..., 1)``), evaluated by one loaded model per data set.
     """
     y = np.asarray(y, float)

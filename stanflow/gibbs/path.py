@@ -33,13 +33,14 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import arviz as az
 import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
-from stanflow.gibbs.losses import Loss
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.losses import Loss
 from stanflow.qpaths.kernels import (
     RESAMPLING,
     MoveKernel,
@@ -395,7 +396,7 @@ def gibbs_path(
     seed: int | None = None,
     omegas: np.ndarray | None = None,
     probs: Sequence[float] = (0.025, 0.5, 0.975),
-) -> az.InferenceData:
+) -> Results:
     """Every Gibbs posterior from ``omega = 0`` to ``omega_max`` by one SMC sweep.
 
     Parameters
@@ -406,7 +407,7 @@ def gibbs_path(
         Where the path ends; positive and finite.
     loss, loss_params, prior, prior_params, X, bounds
         The Gibbs posterior (:class:`~stanflow.gibbs.path_target.GibbsTarget`):
-        a shipped loss, a :class:`~stanflow.gibbs.losses.Loss` or a loss file;
+        a shipped loss, a :class:`~stanflow.losses.Loss` or a loss file;
         the prior ``uniform`` (finite bounds) or ``normal``; ``X`` for the
         linear template.
     q, n_particles, n_moves, target_ess, resampling, moves, seed
@@ -420,7 +421,7 @@ def gibbs_path(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         ``path`` (:meth:`LearningRatePath.to_dataset`), ``path_functionals``
         (:func:`stanflow.gibbs.path_read.functionals`: mean, quantiles, their
         Monte Carlo errors and ``log Z_n`` against ``omega``),
@@ -453,12 +454,12 @@ def gibbs_path(
 
 def to_inference_data(
     path: xr.Dataset, table: xr.Dataset, target: GibbsTarget, **groups: xr.Dataset
-) -> az.InferenceData:
+) -> Results:
     """``InferenceData`` of a path: ``path``, ``path_functionals``, the data, and more groups."""
     observed = xr.Dataset({"y": ("obs", target.y)})
     constant = {} if target.X is None else {"constant_data": xr.Dataset({"X": (("obs", "param"), target.X)}, coords={"param": target.names})}
-    return az.InferenceData(
-        path=path, path_functionals=table, observed_data=observed, **constant, **groups
+    return arviz_compat.build(
+        {"path": path, "path_functionals": table, "observed_data": observed, **constant, **groups}
     )
 
 

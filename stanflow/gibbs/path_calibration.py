@@ -17,14 +17,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.gpc import risk_minimiser
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.loss_terms import is_stan_file
-from stanflow.gibbs.losses import Loss
 from stanflow.gibbs.path import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.path_gpc import path_gpc
 from stanflow.gibbs.path_read import (
@@ -36,6 +34,8 @@ from stanflow.gibbs.path_read import (
 from stanflow.gibbs.path_target import GibbsTarget
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.golden import golden_section, sections_for
+from stanflow.losses import Loss
+from stanflow.slots import is_slot_file
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
@@ -127,7 +127,7 @@ def calibrate_path(
     moves: str = "rwm",
     proposal_scale: float = 0.25,
     xtol: float = 1e-3,
-) -> az.InferenceData:
+) -> Results:
     """Calibrate ``omega`` on one path: GPC by root finding, plug-in, Holmes-Walker.
 
     Parameters
@@ -151,7 +151,7 @@ def calibrate_path(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
         ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
         rules are ``gpc_path``, then ``rules``, then ``marks``), ``path``,
@@ -183,7 +183,7 @@ def calibrate_path(
     )
     omegas = {"gpc_path": float(group["omega"])}
     # A loss file takes its parameters as a vector.
-    params = list(target.data["loss_params"]) if is_stan_file(loss) else loss_params
+    params = list(target.data["loss_params"]) if is_slot_file(loss) else loss_params
     computed = {"plugin": calibrate_plugin, "holmes_walker": calibrate_holmes_walker}
     for name in rules:
         result = computed[name](

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import arviz as az
 import numpy as np
+
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 
 RULE_STYLES = {
     "gpc_path": ("tab:red", "-"),
@@ -25,7 +27,7 @@ RULE_STYLES = {
 
 
 def plot_path(
-    idata: az.InferenceData,
+    idata: Results,
     param: int = 0,
     axes: Any = None,
     title: str | None = None,
@@ -36,7 +38,7 @@ def plot_path(
 
     Parameters
     ----------
-    idata : arviz.InferenceData
+    idata : Results
         With ``path_functionals`` (and ``calibration`` for the rules' lines).
     param : int, default 0
         Index along ``param``.
@@ -57,14 +59,15 @@ def plot_path(
     if axes is None:
         axes = plt.subplots(1, 2, figsize=(11, 4))[1]
     ax, ax_z = axes
-    every = idata.path_functionals["omega"].values
+    functionals = arviz_compat.group(idata, "path_functionals")
+    every = functionals["omega"].values
     if omega_min is None:
         omega_min = every[-1] / 100
-    shown = idata.path_functionals.sel(omega=every >= omega_min)
+    shown = functionals.sel(omega=every >= omega_min)
     table = shown.isel(param=param)
     omega = table["omega"].values
     probs = table["prob"].values
-    name = str(idata.path_functionals["param"].values[param])
+    name = str(functionals["param"].values[param])
     ends = [int(np.argmin(probs)), int(np.argmax(probs))]
     ax.fill_between(omega, *(table["quantile"].isel(prob=e) for e in ends), color="tab:blue",
                     alpha=0.15, label=f"{probs[ends[0]]:g}-{probs[ends[1]]:g} quantiles")
@@ -80,11 +83,11 @@ def plot_path(
     ax_z.plot(omega, log_z, color="tab:blue")
     ax_z.fill_between(omega, log_z - 2 * log_z_se, log_z + 2 * log_z_se, color="tab:blue",
                       alpha=0.3, linewidth=0)
-    steps = idata.path["omega"].values
+    steps = arviz_compat.group(idata, "path")["omega"].values
     steps = steps[steps >= omega_min]
     ax_z.plot(steps, np.interp(steps, omega, log_z), "o", color="tab:blue", markersize=3,
               label="schedule points")
-    if "calibration" in idata.groups():
+    if "calibration" in arviz_compat.group_names(idata):
         for rule, value in zip(idata.calibration["rule"].values, idata.calibration["rule_omega"].values):
             color, style = RULE_STYLES.get(str(rule), ("gray", "-"))
             for a in (ax, ax_z):

@@ -12,9 +12,9 @@ of shape ``(N, K)``:
   the sampler's ``log Z`` is ``log Z_n(omega)``), and exact draws from it.
 
 Losses, as for the Stan templates: a shipped name or a
-:class:`~stanflow.gibbs.losses.Loss` (NumPy), or the path of a
+:class:`~stanflow.losses.Loss` (NumPy), or the path of a
 ``.stanfunctions`` file defining ``real loss(real y, real f, vector
-loss_params)``, evaluated in process by :class:`stanflow.pointwise.PointwiseLoss`
+loss_params)``, evaluated in process by :class:`stanflow.losses.pointwise.PointwiseLoss`
 on blocks of particles (the observations tiled, one call per block), so no
 Python twin of the file is needed. Priors: the shipped ``uniform`` (finite
 bounds) and ``normal`` (truncated to the bounds), whose draws are exact.
@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from stanflow.gibbs.loss_terms import is_stan_file
-from stanflow.gibbs.losses import Loss, get_loss
 from stanflow.gibbs.sampling import LOSS_SIGNATURE, stan_data
+from stanflow.losses import Loss, get_loss
 from stanflow.models import CompileError
+from stanflow.slots import is_slot_file
 
 SAMPLED_PRIORS = ("uniform", "normal")
 """Priors the path can start from (exact draws and a normalised density)."""
@@ -49,7 +49,7 @@ class GibbsTarget:
     y : array_like, shape (n,)
         Observations.
     loss : str, os.PathLike or Loss, default "absolute"
-        A shipped loss name, a :class:`~stanflow.gibbs.losses.Loss`, or a
+        A shipped loss name, a :class:`~stanflow.losses.Loss`, or a
         ``.stanfunctions`` file defining :data:`~stanflow.gibbs.sampling.LOSS_SIGNATURE`.
     loss_params : mapping or sequence of float, optional
         As in :func:`stanflow.gibbs.stan_data`.
@@ -128,7 +128,7 @@ class GibbsTarget:
             )
         self._log_box = self._box_log_mass()
         params = tuple(float(v) for v in self.data["loss_params"])
-        if is_stan_file(loss):
+        if is_slot_file(loss):
             self.loss_label = os.fspath(os.path.abspath(loss))
             self.loss_values = _stan_values(loss, self.y, params)
         else:
@@ -225,10 +225,10 @@ def _stan_values(loss_file: os.PathLike | str, y: np.ndarray, params: tuple[floa
     """``f (N, n) -> loss(y, f)`` of a Stan loss file, in process.
 
     The observations are tiled ``rows`` times into one
-    :class:`~stanflow.pointwise.PointwiseLoss`, so a block of ``rows`` particles
+    :class:`~stanflow.losses.pointwise.PointwiseLoss`, so a block of ``rows`` particles
     costs one call; the last block is padded with its last particle.
     """
-    from stanflow.pointwise import PointwiseLoss
+    from stanflow.losses.pointwise import PointwiseLoss
 
     n = len(y)
     rows = max(1, STAN_BLOCK // n)

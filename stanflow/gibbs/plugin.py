@@ -17,7 +17,7 @@ predictor ``f = x' beta`` (a location is ``x = 1``):
     J_hat = (1/n) sum_i (g_i - g_bar)(g_i - g_bar)',  g_i = loss'(y_i, f_i) x_i
 
 The kernel term estimates honestly what the second derivative misses at a kink
-of the loss at ``y = f`` (``jump`` in :class:`~stanflow.gibbs.losses.Loss`):
+of the loss at ``y = f`` (``jump`` in :class:`~stanflow.losses.Loss`):
 a Gaussian kernel ``K_h`` on the residuals (Powell's estimator; for the median,
 ``H_hat = 2 f_hat(m)``), with Silverman's bandwidth
 ``h = 0.9 min(sd, IQR / 1.34) n^(-1/5)`` of the residuals by default.
@@ -32,20 +32,21 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import arviz as az
 import numpy as np
 import xarray as xr
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.loss_terms import (
     LossTerms,
     check_stan_loss,
-    is_stan_file,
     python_terms,
     stan_location_risk,
     stan_terms,
 )
-from stanflow.gibbs.losses import Loss, get_loss, loss_function
 from stanflow.golden import golden_section, sections_for
+from stanflow.losses import Loss, get_loss, loss_function
+from stanflow.slots import is_slot_file
 
 BANDWIDTH_RULE = "silverman: 0.9 * min(sd, IQR / 1.34) * n**(-1/5) of the residuals"
 
@@ -294,7 +295,7 @@ def calibrate_plugin(
     estimate: np.ndarray | None = None,
     bounds: tuple[float, float] | None = None,
     bandwidth: float | None = None,
-) -> az.InferenceData:
+) -> Results:
     """Plug-in learning rate for one data set or many, as a ``calibration`` group.
 
     Parameters
@@ -302,8 +303,8 @@ def calibrate_plugin(
     y : array_like, shape (n,) or (R, n)
         One data set, or ``R`` data sets (replicates) of ``n`` observations.
     loss : str, os.PathLike or Loss, default "absolute"
-        A shipped loss (see :data:`stanflow.gibbs.losses.LOSSES`), a
-        :class:`~stanflow.gibbs.losses.Loss`, or the path of a
+        A shipped loss (see :data:`stanflow.losses.LOSSES`), a
+        :class:`~stanflow.losses.Loss`, or the path of a
         ``.stanfunctions`` file defining ``real loss(real y, real f, vector
         loss_params)``: its derivatives are then Stan's, in process
         (:mod:`stanflow.gibbs.loss_terms`), with no Python beside the file.
@@ -325,13 +326,13 @@ def calibrate_plugin(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``calibration`` with ``omega``, ``estimate`` (dim ``param``),
         ``sensitivity`` and ``variability`` (dims ``param``, ``param2``) and
         ``bandwidth``, with a leading ``replicate`` dim for 2-D ``y``; the
         attributes name the method, loss, formula and bandwidth rule.
     """
-    stan_file = is_stan_file(loss)
+    stan_file = is_slot_file(loss)
     if stan_file:
         loss_file, stan_params = check_stan_loss(loss, loss_params)
         name, params = os.fspath(loss_file), tuple(stan_params)
@@ -410,7 +411,7 @@ def calibrate_plugin(
             "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given",
         },
     )
-    return az.InferenceData(calibration=group)
+    return arviz_compat.build({"calibration": group})
 
 
 def _search_bounds(

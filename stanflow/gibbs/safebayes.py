@@ -41,10 +41,12 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import arviz as az
 import numpy as np
 import xarray as xr
 from scipy.special import digamma
+
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 
 VARIANTS = ("r-log", "i-log")
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -135,30 +137,6 @@ def sequential_losses(
     return {"r-log": r_log, "i-log": i_log}
 
 
-def power_posterior_mean(
-    y: np.ndarray,
-    X: np.ndarray,
-    eta: float,
-    *,
-    prior_mean: np.ndarray | None = None,
-    prior_scale: float = 10.0,
-) -> np.ndarray:
-    """Posterior mean of ``beta`` under the power posterior at rate ``eta``.
-
-    ``(V0^-1 + eta X'X)^-1 (V0^-1 m0 + eta X'y)`` with ``V0 = prior_scale^2 I``;
-    the same with a known or a conjugate unknown ``sigma^2`` (module docstring).
-    """
-    y, X, etas = _check(y, X, np.array([eta]))
-    K = X.shape[1]
-    m0 = np.zeros(K) if prior_mean is None else np.asarray(prior_mean, dtype=float)
-    if m0.shape != (K,):
-        raise ValueError(f"prior_mean must have shape ({K},), got {m0.shape}")
-    if not (math.isfinite(prior_scale) and prior_scale > 0):
-        raise ValueError(f"prior_scale must be positive and finite, got {prior_scale!r}")
-    precision = np.eye(K) / prior_scale**2 + etas[0] * X.T @ X
-    return np.linalg.solve(precision, m0 / prior_scale**2 + etas[0] * X.T @ y)
-
-
 def choose_eta(cumulative: np.ndarray, etas: np.ndarray) -> float:
     """The learning rate with the smallest cumulative loss (the largest on ties)."""
     cumulative = np.asarray(cumulative, float)
@@ -176,7 +154,7 @@ def calibrate_safebayes(
     prior_scale: float = 10.0,
     a0: float = 1.0,
     b0: float = 1.0,
-) -> az.InferenceData:
+) -> Results:
     """SafeBayes learning rates (R-log and I-log) for a normal linear model.
 
     Parameters
@@ -190,7 +168,7 @@ def calibrate_safebayes(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``calibration``: ``omega`` (dim ``variant``: the chosen ``eta``
         for ``r-log`` and ``i-log``), ``cumulative_loss`` (dims ``variant``,
         ``eta``); attributes ``method = "safebayes"``, ``reference``,
@@ -218,7 +196,7 @@ def calibrate_safebayes(
             + ("" if sigma is not None else f", sigma^2 ~ InvGamma({a0:g}, {b0:g})"),
         },
     )
-    return az.InferenceData(calibration=group)
+    return arviz_compat.build({"calibration": group})
 
 
 def _check(y: Any, X: Any, etas: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

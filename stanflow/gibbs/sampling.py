@@ -23,15 +23,16 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 
-from stanflow.gibbs.losses import Loss, get_loss
+from stanflow.arviz_compat import Results
 from stanflow.gibbs.priors import Prior, get_prior
 from stanflow.idata import to_inference_data
+from stanflow.losses import Loss, get_loss
 from stanflow.models import CompileError, compile_model, program_path
 from stanflow.parameters import check_vector
+from stanflow.slots import is_slot_file, slot_file
 
 LossSpec = str | os.PathLike | Loss
 PriorSpec = str | os.PathLike | Prior
@@ -53,8 +54,8 @@ def gibbs_model(
     Parameters
     ----------
     loss : str, path or Loss, default "absolute"
-        A shipped loss name (``stanflow.gibbs.losses.LOSSES``), a
-        :class:`~stanflow.gibbs.losses.Loss`, or the path of a
+        A shipped loss name (``stanflow.losses.LOSSES``), a
+        :class:`~stanflow.losses.Loss`, or the path of a
         ``.stanfunctions`` file defining :data:`LOSS_SIGNATURE`.
     prior : str, path or Prior, default "uniform"
         A shipped prior name (``stanflow.gibbs.priors.PRIORS``), a
@@ -194,7 +195,7 @@ def posterior(
     bounds: tuple[Any, Any] = (-math.inf, math.inf),
     save_pointwise_loss: bool = False,
     **sample_kwargs: Any,
-) -> az.InferenceData:
+) -> Results:
     """Sample a Gibbs posterior with Stan (NUTS) and return it as InferenceData.
 
     Inputs are checked (:func:`stan_data`) before anything compiles or runs.
@@ -209,7 +210,7 @@ def posterior(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         ``posterior`` (``theta``, or ``beta`` with ``X``), ``sample_stats``,
         ``observed_data`` (``y``) and ``constant_data`` (``omega``, ``X``, the
         bounds and non-empty parameter vectors), with dims ``obs`` and (with
@@ -257,19 +258,9 @@ def posterior(
     return idata
 
 
-def _is_file(spec: Any) -> bool:
-    """A path object, or a string naming a ``.stanfunctions`` file."""
-    return isinstance(spec, os.PathLike) or (
-        isinstance(spec, str) and spec.endswith(".stanfunctions")
-    )
-
-
 def _stan_file(spec: Any, lookup: Callable[[Any], Loss | Prior], kind: str) -> Path:
-    if _is_file(spec):
-        path = Path(spec).resolve()
-        if not path.is_file():
-            raise ValueError(f"{kind}: file not found: {path}")
-        return path
+    if is_slot_file(spec):
+        return slot_file(spec, "", kind)
     return lookup(spec).stan_file
 
 
@@ -278,7 +269,7 @@ def _params(
 ) -> np.ndarray:
     """The Stan parameter vector of a loss or prior, checked."""
     argument = f"{kind}_params"
-    if not _is_file(spec):
+    if not is_slot_file(spec):
         return np.array(lookup(spec).bind(given), dtype=float)
     path = _stan_file(spec, lookup, kind)
     try:
@@ -308,6 +299,6 @@ def _bounds(bounds: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
 
 
 def _label(spec: Any) -> str:
-    if _is_file(spec):
+    if is_slot_file(spec):
         return str(Path(spec).resolve())
     return spec.name if isinstance(spec, (Loss, Prior)) else str(spec)

@@ -5,7 +5,9 @@ continuous utilities", NeurIPS. ADVI maximises ``ELBO(lambda) + U(lambda, h)``,
 ``U = sum_n E_q[log E_{y_n | theta} u(y_n, h_n)]``, alternated with the choice
 of the decisions ``h``.
 
-- :mod:`~stanflow.lcvi.losses`: losses, their Bayes decisions, utilities and M90;
+- :mod:`~stanflow.lcvi.utility_transform`: utilities of losses and their
+  scale (M90); the losses and their Bayes decisions are the package's one
+  registry, :mod:`stanflow.losses`;
 - :mod:`~stanflow.lcvi.numeric_decisions`: Bayes decisions of a loss given only
   as a Stan file, by numerical optimisation in process (:func:`stan_loss`);
 - :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
@@ -13,6 +15,8 @@ of the decisions ``h``.
 - :mod:`~stanflow.lcvi.mf`: probabilistic matrix factorisation of Last.fm counts;
 - :mod:`~stanflow.lcvi.stan`: compiling the templates ``stan/lcvi/*_lcvi.stan``, their data;
 - :mod:`~stanflow.lcvi.loop`: the LCVI loop (:func:`run_lcvi`, :func:`lcvi`);
+- :mod:`~stanflow.lcvi.joint`: the paper's joint gradient optimisation, in
+  process (:func:`run_lcvi_joint`);
 - :mod:`~stanflow.lcvi.decision_step`: the loop's decision step and the record
   of each fit (empirical risk, settling);
 - :mod:`~stanflow.lcvi.results`: what the loop returns (:class:`Loop`,
@@ -24,14 +28,8 @@ See ``docs/lcvi.md``.
 """
 
 from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions, settled
+from stanflow.lcvi.joint import JointFit, JointLoop, run_lcvi_joint
 from stanflow.lcvi.loop import ADVI_DEFAULTS, lcvi, run_lcvi
-from stanflow.lcvi.losses import (
-    LOSSES,
-    Loss,
-    get_loss,
-    utility_from_losses,
-    utility_scale,
-)
 from stanflow.lcvi.numeric_decisions import stan_loss
 from stanflow.lcvi.problem import Problem, eight_schools, normal_mean
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
@@ -43,24 +41,25 @@ from stanflow.lcvi.utility import (
     utility_per_theta,
     utility_term,
 )
+from stanflow.lcvi.utility_transform import utility_from_losses, utility_scale
 
 __all__ = [
     "ADVI_DEFAULTS",
-    "LOSSES",
+    "JointFit",
+    "JointLoop",
     "Loop",
-    "Loss",
     "PlainVI",
     "Problem",
     "Step",
     "eight_schools",
     "empirical_risk",
-    "get_loss",
     "lcvi",
     "lcvi_model",
     "normal_mean",
     "normal_outcomes",
     "predictive_decisions",
     "run_lcvi",
+    "run_lcvi_joint",
     "settled",
     "stan_data",
     "stan_loss",

@@ -4,7 +4,7 @@ After every ADVI fit the loop takes decisions from the fit's state and records
 its ELBO, utility term and empirical risk as a
 :class:`~stanflow.lcvi.results.Step` (:class:`Judge`). The decision step is
 either the Bayes decision of the fit's predictive with the likelihood's noise
-integrated out (``"bayes"``, :meth:`stanflow.lcvi.losses.Loss.mixture_decision`)
+integrated out (``"bayes"``, :meth:`stanflow.losses.BoundLoss.mixture_decision`)
 or the maximiser of the estimated utility term (``"utility"``,
 :func:`stanflow.lcvi.utility.utility_decisions`). The loop stops taking
 decision steps once they have :func:`settled`.
@@ -18,7 +18,6 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.advi import AdviState
-from stanflow.lcvi.losses import Loss
 from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.results import Step
 from stanflow.lcvi.utility import (
@@ -26,12 +25,13 @@ from stanflow.lcvi.utility import (
     utility_at_locations,
     utility_decisions,
 )
+from stanflow.losses import BoundLoss
 
 DECISIONS = ("bayes", "utility")
 """The decision steps: the predictive's Bayes decision, or the utility term's maximiser."""
 
 
-def empirical_risk(y: np.ndarray, h: np.ndarray, loss: Loss) -> float:
+def empirical_risk(y: np.ndarray, h: np.ndarray, loss: BoundLoss) -> float:
     """``mean_n l(y_n, h_n)``; ``y`` and ``h`` of one shape."""
     y, h = np.asarray(y, dtype=float), np.asarray(h, dtype=float)
     if h.shape != y.shape:
@@ -44,11 +44,11 @@ def settled(previous: np.ndarray, current: np.ndarray, tol: float) -> bool:
     return float(np.max(np.abs(np.asarray(current) - previous))) <= tol
 
 
-def predictive_decisions(problem: Problem, z: np.ndarray, loss: Loss) -> np.ndarray:
+def predictive_decisions(problem: Problem, z: np.ndarray, loss: BoundLoss) -> np.ndarray:
     """Bayes decisions for the problem's outcomes under the predictive of draws ``z``.
 
     ``z`` (T, D) are draws of ADVI's unconstrained parameters; the likelihood's
-    noise is integrated out (:meth:`~stanflow.lcvi.losses.Loss.mixture_decision`).
+    noise is integrated out (:meth:`~stanflow.losses.BoundLoss.mixture_decision`).
     """
     return loss.mixture_decision(problem.location(z), problem.sd)
 
@@ -67,7 +67,7 @@ class Judge:
     Parameters
     ----------
     problem : Problem
-    loss : Loss
+    loss : BoundLoss
     kind : {"linear", "exp"}
         The utility.
     scale : float
@@ -83,7 +83,7 @@ class Judge:
     """
 
     problem: Problem
-    loss: Loss
+    loss: BoundLoss
     kind: str
     scale: float
     estimator: str

@@ -7,13 +7,13 @@ stanflow's resumable ADVI (:mod:`stanflow.advi`):
 1. **Plain VI** runs ``iter`` iterations, saving its state at ``branch_iter``.
    Its Bayes decisions ``h_0`` and the losses of its posterior-predictive draws
    at ``h_0`` set the utility's scale (``M`` or ``gamma`` at a percentile,
-   :func:`stanflow.lcvi.losses.utility_scale`) unless given.
+   :func:`stanflow.lcvi.utility_transform.utility_scale`) unless given.
 2. **LCVI** continues from the state at ``branch_iter`` with the utility term
    in the target, in blocks of ``decision_every`` iterations up to ``iter``.
    Between blocks the decision step (:mod:`stanflow.lcvi.decision_step`) sets
    ``h_b`` to the decisions of the block's fit: the Bayes decision of its
    predictive with the likelihood's noise integrated out
-   (:meth:`stanflow.lcvi.losses.Loss.mixture_decision`), or the numerical
+   (:meth:`stanflow.losses.BoundLoss.mixture_decision`), or the numerical
    maximiser of the estimated utility term
    (:func:`stanflow.lcvi.utility.utility_decisions`).
 
@@ -43,18 +43,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 
 from stanflow.advi import AdviState, run_advi
+from stanflow.arviz_compat import Results
 from stanflow.lcvi.decision_step import DECISIONS, Judge, predictive_decisions, settled
-from stanflow.lcvi.losses import Loss, utility_scale
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
 from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import outcome_base_samples
+from stanflow.lcvi.utility_transform import utility_scale
+from stanflow.losses import BoundLoss
 from stanflow.runs.arguments import check_args
 
 ADVI_DEFAULTS: dict[str, Any] = {
@@ -69,14 +70,14 @@ ADVI_DEFAULTS: dict[str, Any] = {
 small that ADVI never stops early: every run does its ``iter`` iterations."""
 
 
-def lcvi(problem: Problem, loss: str | Path | Loss, **options: Any) -> az.InferenceData:
+def lcvi(problem: Problem, loss: str | Path | BoundLoss, **options: Any) -> Results:
     """Run plain VI and LCVI on a problem; the result as InferenceData.
 
     Parameters
     ----------
     problem : Problem
         A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
-    loss : str, path or Loss
+    loss : str, path or BoundLoss
         As for :func:`run_lcvi`.
     **options
         The keyword arguments of :func:`run_lcvi`, loss parameters
@@ -84,7 +85,7 @@ def lcvi(problem: Problem, loss: str | Path | Loss, **options: Any) -> az.Infere
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         LCVI's last fit (posterior, sample_stats, ...) and a ``decisions``
         group over ``iteration`` (0: plain VI, then one per LCVI block) and
         ``decision``: ``h``, ``elbo``, ``utility``, ``risk``, ``seconds``,
@@ -99,7 +100,7 @@ def lcvi(problem: Problem, loss: str | Path | Loss, **options: Any) -> az.Infere
 
 def run_lcvi(
     problem: Problem,
-    loss: str | Path | Loss,
+    loss: str | Path | BoundLoss,
     *,
     kind: str = "linear",
     scale: float | None = None,
@@ -126,9 +127,9 @@ def run_lcvi(
     ----------
     problem : Problem
         A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
-    loss : str, path or Loss
+    loss : str, path or BoundLoss
         A shipped loss's name with ``loss_params`` (e.g. ``q=0.2``); a
-        :class:`~stanflow.lcvi.losses.Loss`; or a Stan file of your own
+        :class:`~stanflow.losses.BoundLoss`; or a Stan file of your own
         (a path, or a string ending in ``.stanfunctions``) with no Python
         rule: its decisions are then numerical
         (:func:`stanflow.lcvi.numeric_decisions.stan_loss`) and its
@@ -331,7 +332,7 @@ class _Runner:
     """
 
     problem: Problem
-    loss: Loss
+    loss: BoundLoss
     model: cmdstanpy.CmdStanModel
     eps_y: np.ndarray
     kind: str
@@ -465,7 +466,7 @@ class _Runner:
         return fit, state, time.perf_counter() - start
 
 
-def _call_folder(tmp: Path, output_dir: str | Path | None, loss: Loss) -> Path:
+def _call_folder(tmp: Path, output_dir: str | Path | None, loss: BoundLoss) -> Path:
     """The folder of the call's files: ``tmp``, or a new ``output_dir/lcvi-<loss>-*``."""
     if output_dir is None:
         return tmp
@@ -479,7 +480,7 @@ def _scale_from_plain_vi(
     end: AdviState,
     eps_theta: np.ndarray,
     h: np.ndarray,
-    loss: Loss,
+    loss: BoundLoss,
     kind: str,
     percentile: float,
     rng: np.random.Generator,
@@ -562,7 +563,7 @@ def _check_options(
 
 def _check_utility(
     problem: Problem,
-    loss: Loss,
+    loss: BoundLoss,
     kind: str,
     scale: float | None,
     estimator: str,

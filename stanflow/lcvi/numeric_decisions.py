@@ -1,9 +1,10 @@
 """Bayes decisions of a loss given only as a Stan file, by numerical optimisation in process.
 
-A shipped loss (:mod:`stanflow.lcvi.losses`) knows its Bayes decision in closed
-form (a mean, a quantile, LinEx's formula). A loss of your own needs only its
-Stan file, ``vector loss(vector y, vector h, vector loss_params)``
-(elementwise): its Bayes decision for each of ``N`` decisions minimises the
+Most shipped losses (:mod:`stanflow.losses`) know their Bayes decision in
+closed form (a mean, a quantile, LinEx's formula). A loss of your own needs
+only its Stan file, ``real loss(real y, real f, vector loss_params)`` (the
+signature of every method; so does a shipped loss without a closed form,
+such as ``huber``): its Bayes decision for each of ``N`` decisions minimises the
 expected loss ``E(h_n) = (1/S) sum_s loss(Y[s, n], h_n)`` over that
 decision's ``S`` outcome samples. The program ``stan/lcvi/expected_loss.stan``
 (the file in its slot ``loss.stanfunctions``) computes all ``N`` expected
@@ -16,7 +17,7 @@ them):
 
 1. **Golden sections** of ``[min_s Y[s, n], max_s Y[s, n]]`` on the values of
    ``E`` until the bracket is :data:`GOLDEN_XTOL` of its first width. This
-   needs no derivative, so it holds for kinked losses (absolute, tilted:
+   needs no derivative, so it holds for kinked losses (absolute, check:
    ``E`` is piecewise linear) as for smooth ones.
 2. **Bisection on the sign of Stan's derivative** ``E'(h_n)`` inside that
    bracket, where the derivative is negative at its lower end and positive at
@@ -54,7 +55,7 @@ decision takes about 0.4 s, most of it loading the 192000 samples; the LCVI
 loop's decision steps on the normal mean cost about 1.2 s more per run than
 with the shipped rule. It suits problems with up to thousands of decisions
 (eight schools, the normal mean), not Last.fm's 50000 with ``T = 1000`` draws
-each: write a :class:`~stanflow.lcvi.losses.Loss` there.
+each: give the loss a closed-form rule there (a :class:`~stanflow.losses.Loss`).
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ import numpy as np
 from scipy.special import ndtri
 
 from stanflow.golden import RATIO, golden_section, sections_for
-from stanflow.lcvi.losses import Loss, get_loss
+from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss
 from stanflow.models import compile_library, load, program_path
 from stanflow.parameters import check_vector
+from stanflow.slots import is_slot_file
 
 PROGRAM = "lcvi/expected_loss"
 """The program under ``stan/`` whose slot ``loss.stanfunctions`` takes the loss."""
@@ -99,7 +101,7 @@ def loss_library(loss_file: str | os.PathLike) -> Path:
     Parameters
     ----------
     loss_file : str or os.PathLike
-        A Stan file defining ``vector loss(vector y, vector h, vector loss_params)``.
+        A Stan file defining ``real loss(real y, real f, vector loss_params)``.
 
     Returns
     -------
@@ -197,11 +199,10 @@ def bayes_decisions(
     Parameters
     ----------
     loss_file : str or os.PathLike
-        A Stan file defining ``vector loss(vector y, vector h, vector
-        loss_params)``, elementwise.
+        A Stan file defining ``real loss(real y, real f, vector loss_params)``.
     samples : array_like, shape (S, *shape)
         Finite outcome samples, ``S >= 1`` along axis 0, one decision per
-        element of ``shape`` (as :meth:`stanflow.lcvi.losses.Loss.bayes_decision`).
+        element of ``shape`` (as :meth:`stanflow.losses.BoundLoss.bayes_decision`).
     loss_params : sequence of float, default ()
         The Stan vector ``loss_params``, finite.
     xtol : float, default :data:`XTOL`
@@ -222,7 +223,7 @@ def bayes_decisions(
 
     Examples
     --------
-    >>> bayes_decisions("stan/lcvi/losses/tilted.stanfunctions", y, [0.2])  # doctest: +SKIP
+    >>> bayes_decisions("stan/losses/check.stanfunctions", y, [0.2])  # doctest: +SKIP
     """
     path = check_loss_file(loss_file)
     samples, shape = _check_samples(samples)
@@ -320,17 +321,17 @@ def noise_nodes(T: int, K: int) -> np.ndarray:
 
 def stan_loss(
     loss_file: str | os.PathLike,
-    params: Iterable[float] = (),
+    params: Iterable[float] | Mapping[str, float] = (),
     *,
     name: str | None = None,
     nodes: int = NOISE_NODES,
     xtol: float = XTOL,
-) -> Loss:
-    """A :class:`~stanflow.lcvi.losses.Loss` from a Stan file alone.
+) -> BoundLoss:
+    """A :class:`~stanflow.losses.BoundLoss` from a Stan file alone.
 
     Its values are Stan's (:func:`loss_values`), its Bayes decisions numerical
-    (:func:`bayes_decisions`, :func:`mixture_decisions`), its ``source`` the
-    file, so the LCVI loop and templates use it as they use a shipped loss.
+    (:func:`bayes_decisions`, :func:`mixture_decisions`), its ``stan_file``
+    the file, so the LCVI loop and templates use it as they use a shipped loss.
     The library is compiled (once per content) and the loss evaluated once at
     ``(y, h) = (1, 2)`` here, so that a broken file or missing parameters fail
     before any run.
@@ -338,9 +339,10 @@ def stan_loss(
     Parameters
     ----------
     loss_file : str or os.PathLike
-        ``vector loss(vector y, vector h, vector loss_params)``, elementwise.
-    params : sequence of float, default ()
-        The Stan vector ``loss_params``.
+        ``real loss(real y, real f, vector loss_params)``.
+    params : sequence of float or mapping, default ()
+        The Stan vector ``loss_params``, or its values by the names the file
+        declares (:func:`check_loss_params`).
     name : str, optional
         Recorded in results; default the file's stem.
     nodes : int, default :data:`NOISE_NODES`
@@ -350,7 +352,7 @@ def stan_loss(
 
     Returns
     -------
-    Loss
+    BoundLoss
     """
     path = check_loss_file(loss_file)
     params = check_loss_params(path, params)
@@ -358,38 +360,37 @@ def stan_loss(
     _check_nodes(nodes)
     library = loss_library(path)
     _values(library, path, params, np.ones(1), np.full(1, 2.0))
-    return Loss(
+    return BoundLoss(
         name=path.stem if name is None else str(name),
         params=params,
         value=partial(_values, library, path, params),
+        stan_file=path,
         decision=partial(_sample_rule, library, path, params, xtol),
         mixture=partial(_mixture_rule, library, path, params, xtol, nodes),
-        source=path,
     )
 
 
-def is_loss_file(loss: object) -> bool:
-    """Whether ``loss`` names a Stan file rather than a shipped loss.
+def resolve_loss(
+    loss: str | os.PathLike | Loss | BoundLoss, **params: float
+) -> BoundLoss:
+    """The loss of a decision problem, with its parameters bound.
 
-    A path object, or a string that ends in ``.stanfunctions`` or ``.stan`` or
-    contains a path separator; shipped names (``"tilted"``) are none of these.
+    A :class:`~stanflow.losses.BoundLoss` is returned as is; a shipped loss
+    with a Bayes decision in closed form (:data:`stanflow.losses.LOSSES`) is
+    bound to ``params``; a Stan file (:func:`stanflow.slots.is_slot_file`),
+    or a shipped loss without a closed-form decision (``huber``), becomes
+    :func:`stan_loss` of its file. ``params`` are the parameters by the names
+    the loss declares (a file's ``// params:`` line); for a file that
+    declares none, their values in the order given.
     """
-    if isinstance(loss, os.PathLike):
-        return True
-    if not isinstance(loss, str):
-        return False
-    return loss.endswith((".stanfunctions", ".stan")) or os.sep in loss or "/" in loss
-
-
-def resolve_loss(loss: str | os.PathLike | Loss, **params: float) -> Loss:
-    """A shipped loss by name, a :class:`Loss` as is, or a Stan file's :func:`stan_loss`.
-
-    For a file, the keyword ``params`` become ``loss_params`` in the order
-    given (``c=0.5, d=2.0`` is ``[0.5, 2.0]``): the names are labels only.
-    """
-    if is_loss_file(loss):
-        return stan_loss(loss, tuple(params.values()))
-    return get_loss(loss, **params)
+    if isinstance(loss, BoundLoss):
+        return bound_loss(loss, **params)
+    if is_slot_file(loss):
+        return stan_loss(loss, params)
+    family = get_loss(loss)
+    if family.decision is None or family.mixture is None:
+        return stan_loss(family.stan_file, family.bind(params), name=family.name)
+    return family.with_params(params)
 
 
 def check_loss_file(loss_file: str | os.PathLike) -> Path:
@@ -404,10 +405,18 @@ def check_loss_file(loss_file: str | os.PathLike) -> Path:
     return path.resolve()
 
 
-def check_loss_params(path: Path, loss_params: Iterable[float]) -> tuple[float, ...]:
+def check_loss_params(
+    path: Path, loss_params: Iterable[float] | Mapping[str, float]
+) -> tuple[float, ...]:
     """``loss_params`` checked against the file's ``// params:`` declaration
-    (:func:`stanflow.parameters.check_vector`), or an error naming it."""
-    if isinstance(loss_params, (str, bytes, Mapping)):
+    (:func:`stanflow.parameters.check_vector`), or an error naming it.
+
+    A sequence is the Stan vector in order; a mapping gives the values by the
+    declared names (for a file that declares none, in the order given).
+    """
+    if isinstance(loss_params, Mapping):
+        return check_vector(path, loss_params, "loss_params")
+    if isinstance(loss_params, (str, bytes)):
         raise TypeError(
             f"loss_params must be a sequence of numbers, got {type(loss_params).__name__}"
         )

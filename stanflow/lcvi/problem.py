@@ -7,7 +7,7 @@ sd_n^2)``, and adds ``weight * U`` to the target from the losses of
 its data and says how to compute ``loc(theta)`` from draws of ADVI's
 unconstrained parameters, so that the loop (:mod:`stanflow.lcvi.loop`) can take
 Bayes decisions (with the noise integrated out,
-:meth:`stanflow.lcvi.losses.Loss.mixture_decision`) and recompute ``U``.
+:meth:`stanflow.losses.BoundLoss.mixture_decision`) and recompute ``U``.
 """
 
 from __future__ import annotations

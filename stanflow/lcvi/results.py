@@ -1,7 +1,7 @@
 """What the LCVI loop returns (:class:`Step`, :class:`PlainVI`, :class:`Loop`), as InferenceData.
 
 :func:`stanflow.lcvi.loop.run_lcvi` returns a :class:`Loop`; :func:`to_idata`
-turns it into an ``arviz.InferenceData`` of LCVI's last fit with the loop's
+turns it into the installed ArviZ's results of LCVI's last fit with the loop's
 record as the group ``decisions`` (what :func:`stanflow.lcvi.loop.lcvi`
 returns).
 """
@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 import xarray as xr
 
+from stanflow import arviz_compat
 from stanflow.advi import AdviState
+from stanflow.arviz_compat import Results
 from stanflow.idata import to_inference_data
-from stanflow.lcvi.losses import Loss
 from stanflow.lcvi.problem import Problem
+from stanflow.losses import BoundLoss
 
 
 class Step(NamedTuple):
@@ -106,7 +107,7 @@ class Loop(NamedTuple):
         (:meth:`stanflow.advi.AdviState.draws`).
     branch_iter : int
         Iterations shared by plain VI and LCVI.
-    loss : Loss
+    loss : BoundLoss
     kind, estimator, decision : str
         The utility, its estimator and the decision step used.
     """
@@ -120,13 +121,13 @@ class Loop(NamedTuple):
     eps_y: np.ndarray
     eps_theta: np.ndarray
     branch_iter: int
-    loss: Loss
+    loss: BoundLoss
     kind: str
     estimator: str
     decision: str
 
 
-def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:
+def to_idata(problem: Problem, loop: Loop) -> Results:
     """InferenceData of LCVI's last fit with the loop's record as group ``decisions``.
 
     Parameters
@@ -138,7 +139,7 @@ def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         The groups of ``loop.steps[-1].fit`` and ``decisions`` over
         ``iteration`` (0: plain VI, then one per LCVI block) and ``decision``:
         ``h``, ``elbo``, ``utility``, ``risk``, ``seconds``,
@@ -180,5 +181,5 @@ def to_idata(problem: Problem, loop: Loop) -> az.InferenceData:
             if isinstance(v, (int, float, str))
         },
     )
-    idata.add_groups({"decisions": decisions})
+    arviz_compat.add_groups(idata, {"decisions": decisions})
     return idata

@@ -13,26 +13,28 @@ from typing import Any
 import cmdstanpy
 import numpy as np
 
-from stanflow.lcvi.losses import UTILITIES, Loss, check_utility, stan_file
 from stanflow.lcvi.problem import Problem
 from stanflow.lcvi.utility import ESTIMATORS, check_estimator
+from stanflow.lcvi.utility_transform import UTILITIES, check_utility
+from stanflow.losses import BoundLoss, Loss, get_loss
 from stanflow.models import compile_model, program_path
 
 TEMPLATE = "lcvi/eight_schools_lcvi"
 
 
-def lcvi_model(loss: str | Loss, template: str = TEMPLATE) -> cmdstanpy.CmdStanModel:
+def lcvi_model(
+    loss: str | Loss | BoundLoss, template: str = TEMPLATE) -> cmdstanpy.CmdStanModel:
     """Compile (or fetch from the cache) an LCVI template with ``loss`` in its slot.
 
     Parameters
     ----------
-    loss : str or Loss
-        A loss name or object: only its family (its Stan file) matters, its
-        parameters are data.
+    loss : str, Loss or BoundLoss
+        A shipped loss's name or a loss object: only its Stan file matters,
+        its parameters are data.
     template : str, default ``"lcvi/eight_schools_lcvi"``
         The template under ``stan/`` (:attr:`stanflow.lcvi.problem.Problem.template`).
     """
-    source = loss.stan_file if isinstance(loss, Loss) else stan_file(loss)
+    source = loss.stan_file if isinstance(loss, (Loss, BoundLoss)) else get_loss(loss).stan_file
     # Resumable ADVI is an extension of stanflow's driver: build with stanflow's
     # installation even when a CmdStan of the user's is active.
     return compile_model(
@@ -44,7 +46,7 @@ def stan_data(
     problem: Problem,
     h: np.ndarray,
     eps_y: np.ndarray,
-    loss: Loss,
+    loss: BoundLoss,
     kind: str,
     scale: float,
     estimator: str = "linearised",
@@ -60,7 +62,7 @@ def stan_data(
         Decisions.
     eps_y : array_like, shape (S, N)
         Fixed standard normal base samples of the outcomes.
-    loss : Loss
+    loss : BoundLoss
         Its parameters become ``loss_params``.
     kind : {"linear", "exp"}
         Utility ``M - l`` or ``exp(-gamma l)``.

@@ -25,7 +25,9 @@ import numpy as np
 from scipy.special import logsumexp, ndtri
 
 from stanflow.golden import golden_section, sections_for
-from stanflow.lcvi.losses import CHUNK_ELEMENTS, Loss, check_utility, get_loss
+from stanflow.lcvi.utility_transform import check_utility
+from stanflow.losses import BoundLoss, bound_loss
+from stanflow.losses.decisions import CHUNK_ELEMENTS
 
 GRID_POINTS = 33
 """Points of the coarse grid that :func:`utility_decisions` starts from."""
@@ -134,7 +136,7 @@ def normal_outcomes(
 def utility_per_theta(
     y: np.ndarray,
     h: np.ndarray,
-    loss: str | Loss,
+    loss: str | BoundLoss,
     kind: str,
     scale: float,
     estimator: str = "linearised",
@@ -147,8 +149,8 @@ def utility_per_theta(
         ``S`` outcomes for each of ``T`` draws of ``theta``, ``N`` data points.
     h : array_like, shape (N,)
         Decisions.
-    loss : str or Loss
-        A :class:`Loss` or a parameter-free loss name.
+    loss : str or BoundLoss
+        A :class:`~stanflow.losses.BoundLoss` or a parameter-free loss name.
     kind : {"linear", "exp"}
         Utility ``M - l`` or ``exp(-gamma l)``.
     scale : float
@@ -166,7 +168,7 @@ def utility_per_theta(
         raise ValueError(f"y must have shape (T, S, N) with S >= 1, got {y.shape}")
     if h.shape != y.shape[2:]:
         raise ValueError(f"h (decisions) must have shape {y.shape[2:]}, got {h.shape}")
-    inner = _inner(get_loss(loss).value(y, h), kind, scale, estimator)
+    inner = _inner(bound_loss(loss).value(y, h), kind, scale, estimator)
     return inner.sum(axis=1)
 
 
@@ -175,7 +177,7 @@ def utility_at_locations(
     scale_y: np.ndarray,
     eps_y: np.ndarray,
     h: np.ndarray,
-    loss: str | Loss,
+    loss: str | BoundLoss,
     kind: str,
     scale: float,
     estimator: str = "linearised",
@@ -183,7 +185,7 @@ def utility_at_locations(
     """:func:`utility_per_theta` of the outcomes :func:`normal_outcomes` gives.
 
     The same as ``utility_per_theta(normal_outcomes(loc, scale_y, eps_y), h,
-    ...)``, a few draws at a time (:data:`~stanflow.lcvi.losses.CHUNK_ELEMENTS`).
+    ...)``, a few draws at a time (:data:`~stanflow.losses.decisions.CHUNK_ELEMENTS`).
 
     Parameters
     ----------
@@ -216,7 +218,7 @@ def utility_at_locations(
 def utility_term(
     y: np.ndarray,
     h: np.ndarray,
-    loss: str | Loss,
+    loss: str | BoundLoss,
     kind: str,
     scale: float,
     estimator: str = "linearised",
@@ -234,7 +236,7 @@ def utility_term(
 
 def utility_decisions(
     y: np.ndarray,
-    loss: str | Loss,
+    loss: str | BoundLoss,
     kind: str,
     scale: float,
     estimator: str = "linearised",
@@ -272,7 +274,7 @@ def utility_decisions(
     y = np.asarray(y, dtype=float)
     if y.ndim != 3 or 0 in y.shape:
         raise ValueError(f"y must have shape (T, S, N) with T, S >= 1, got {y.shape}")
-    loss = get_loss(loss)
+    loss = bound_loss(loss)
     if estimator == "linearised":
         return loss.bayes_decision(y.reshape(-1, y.shape[2]))
 

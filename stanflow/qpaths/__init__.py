@@ -3,6 +3,8 @@
 - :mod:`~stanflow.qpaths.qmath`: ``ln_q``, ``exp_q``, the log q-path density,
   SMC incremental weights and the thermodynamic-integration integrand, stable
   in log space and exact at ``q = 1`` (geometric path);
+- :mod:`~stanflow.qpaths.moment_averaging`: the moment-averaging path between
+  two Gaussians in closed form (Grosse et al. 2013), for comparison;
 - :mod:`~stanflow.qpaths.kernels`: the building blocks (particles, weights,
   resampling, the adaptive schedule, vectorised random-walk Metropolis);
 - :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, pluggable move
@@ -13,6 +15,12 @@
 - :mod:`~stanflow.qpaths.stan_ti`: thermodynamic integration with NUTS at every
   beta, one run set through the run layer;
 - :mod:`~stanflow.qpaths.choose_q`: the ESS heuristic for ``q`` and the q grid;
+- :mod:`~stanflow.qpaths.choose_q_joint`: the authors' heuristic (``delta`` and
+  the first ``beta`` from one ESS target);
+- :mod:`~stanflow.qpaths.independence`: independence Metropolis-Hastings moves
+  from a Gaussian fitted to the particles;
+- :mod:`~stanflow.qpaths.reference_log_z`: reference ``log Z`` by importance
+  sampling from a Student-t fitted to SMC particles;
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
   Pima and Sonar data with a vectorised log-likelihood;
 - :mod:`~stanflow.qpaths.stan_density`: a base or target given as a Stan
@@ -25,8 +33,11 @@ See ``docs/qpaths.md``.
 """
 
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
+from stanflow.qpaths.choose_q_joint import JointChoice, joint_heuristic
+from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import LogisticTarget, load_uci
+from stanflow.qpaths.moment_averaging import gaussian_moment_average
 from stanflow.qpaths.qmath import (
     dlog_qpath_dbeta,
     exp_q,
@@ -35,6 +46,7 @@ from stanflow.qpaths.qmath import (
     log_qpath,
     q_from_delta,
 )
+from stanflow.qpaths.reference_log_z import reference_log_z
 from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 from stanflow.qpaths.stan_moves import StanMoves
@@ -42,19 +54,24 @@ from stanflow.qpaths.stan_ti import thermodynamic_integration_stan
 from stanflow.qpaths.ti import thermodynamic_integration
 
 __all__ = [
+    "JointChoice",
     "LogisticTarget",
     "StanLogDensity",
     "StanMoves",
     "ais",
     "dlog_qpath_dbeta",
     "exp_q",
+    "gaussian_independence_moves",
+    "gaussian_moment_average",
     "heuristic_q",
+    "joint_heuristic",
     "ln_q",
     "load_uci",
     "log_incremental_weight",
     "log_qpath",
     "q_from_delta",
     "q_grid",
+    "reference_log_z",
     "rwm_moves",
     "smc",
     "stan_log_density",

@@ -18,11 +18,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
-import arviz as az
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.qpaths.kernels import (
     RESAMPLING,
     LogDensity,
@@ -56,7 +57,7 @@ def smc(
     seed: int | None = None,
     max_steps: int = 10_000,
     moves: MoveKernel | None = None,
-) -> az.InferenceData:
+) -> Results:
     """SMC sampler along the q-path with resampling and MCMC moves; log Z estimate.
 
     At every step the weights are multiplied by the incremental weights
@@ -93,7 +94,7 @@ def smc(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``smc`` with ``beta``, ``ess`` (of the incremental weights),
         ``acceptance`` (mean over the moves), ``log_z_increment`` (dims ``run``,
         ``step``; runs with fewer steps padded with NaN, see ``n_steps``),
@@ -164,7 +165,7 @@ def ais(
     n_runs: int = 4,
     seed: int | None = None,
     moves: MoveKernel | None = None,
-) -> az.InferenceData:
+) -> Results:
     """Annealed importance sampling along the q-path: particles as chains.
 
     Every particle is one chain through the fixed ``schedule``: its log weight
@@ -183,7 +184,7 @@ def ais(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``smc`` with ``beta``, ``ess`` (of the accumulated weights),
         ``acceptance`` and ``log_z_increment`` (dims ``run``, ``step``),
         ``n_steps`` and ``log_z`` per run; attributes as in :func:`smc`.
@@ -225,7 +226,7 @@ def ais(
 
 def _to_idata(
     records: Sequence[np.ndarray], names: Sequence[str], **attrs: object
-) -> az.InferenceData:
+) -> Results:
     n_steps = np.array([len(r) for r in records])
     padded = np.full((len(records), n_steps.max(), len(names)), np.nan)
     for i, r in enumerate(records):
@@ -239,4 +240,4 @@ def _to_idata(
         | {"n_steps": ("run", n_steps), "log_z": ("run", per_run)},
         attrs={"log_z": log_z, "log_z_se": se} | attrs,
     )
-    return az.InferenceData(smc=group)
+    return arviz_compat.build({"smc": group})

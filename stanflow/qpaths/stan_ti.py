@@ -18,10 +18,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import numpy as np
 from numpy.typing import ArrayLike
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.qpaths.kernels import check_schedule
 from stanflow.qpaths.qmath import _check_q
 from stanflow.qpaths.stan_moves import DATA_KEYS
@@ -42,7 +43,7 @@ def thermodynamic_integration_stan(
     out_dir: str | Path | None = None,
     executor: Any = None,
     progress: bool = False,
-) -> az.InferenceData:
+) -> Results:
     """Thermodynamic integration along ``schedule`` with NUTS at every beta.
 
     Parameters
@@ -70,7 +71,7 @@ def thermodynamic_integration_stan(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``smc`` with ``beta``, ``integrand``, ``integrand_mcse``,
         ``ess`` and ``divergences`` (dim ``step``) and the attributes of
         :func:`stanflow.qpaths.ti.thermodynamic_integration` (``log_z``,
@@ -112,8 +113,8 @@ def thermodynamic_integration_stan(
         raise ValueError("the TI integrand is not finite at some draws: check the slots")
     means = integrand.mean(("chain", "draw")).values
     per_beta = [integrand.isel(run=k).transpose("chain", "draw").values for k in range(len(betas))]
-    mcse = np.array([float(az.mcse(values)) for values in per_beta])
-    ess = np.array([float(az.ess(values)) for values in per_beta])
+    mcse = np.array([arviz_compat.mcse(values) for values in per_beta])
+    ess = np.array([arviz_compat.ess(values) for values in per_beta])
     divergences = idata.sample_stats["diverging"].sum(("chain", "draw")).values
     return ti_result(
         betas, means, mcse,

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import arviz as az
 import numpy as np
 import xarray as xr
 from numpy.typing import ArrayLike
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.qpaths.kernels import (
     LogDensity,
     Sampler,
@@ -41,7 +42,7 @@ def thermodynamic_integration(
     n_warmup: int = 50,
     n_draws: int = 100,
     seed: int | None = None,
-) -> az.InferenceData:
+) -> Results:
     """Thermodynamic integration ``log Z = int_0^1 E_beta[d/dbeta log pi_{beta,q}]``.
 
     ``n_chains`` RWM chains start from the base and move through the schedule;
@@ -63,7 +64,7 @@ def thermodynamic_integration(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``smc`` with ``beta``, ``integrand`` (mean), ``integrand_mcse``
         and ``acceptance`` (dim ``step``, one per beta). Attributes
         ``log_z`` (trapezoid sum), ``log_z_se`` (the Monte Carlo and
@@ -104,7 +105,7 @@ def ti_result(
     mcse: np.ndarray,
     extra: dict[str, Any],
     **attrs: Any,
-) -> az.InferenceData:
+) -> Results:
     """Integrate TI integrand means by the trapezoid rule, with error estimates.
 
     Parameters
@@ -121,7 +122,7 @@ def ti_result(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Group ``smc`` as :func:`thermodynamic_integration` describes.
     """
     weights = _trapezoid_weights(betas)
@@ -145,7 +146,7 @@ def ti_result(
             **attrs,
         },
     )
-    return az.InferenceData(smc=group)
+    return arviz_compat.build({"smc": group})
 
 
 def _trapezoid_weights(x: np.ndarray) -> np.ndarray:

@@ -5,8 +5,8 @@ straight into arrays allocated once for the whole run set: the memory needed is
 the final arrays plus one run's CSV, whatever the number of runs.
 
 Dimensions are ``(chain, draw, run, *variable dims)``: ``chain`` and ``draw``
-stay first, as ArviZ expects, so ``az.summary`` and friends treat ``run`` like
-any other variable dim and report each run separately.
+stay first, as ArviZ expects, so its diagnostics (:mod:`stanflow.arviz_compat`) treat
+``run`` like any other variable dim and report each run separately.
 """
 
 from __future__ import annotations

@@ -21,12 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 import xarray as xr
 from tqdm.auto import tqdm
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.runs.arguments import is_int, is_real
 from stanflow.runs.batch import supports_batch
 from stanflow.runs.commands import (
@@ -296,7 +297,7 @@ class RunSet:
         *,
         coords: Mapping[str, Sequence[Any]] | None = None,
         dims: Mapping[str, Sequence[str]] | None = None,
-    ) -> az.InferenceData:
+    ) -> Results:
         """All results as one InferenceData with a ``run`` dimension.
 
         Parameters
@@ -307,7 +308,7 @@ class RunSet:
 
         Returns
         -------
-        arviz.InferenceData
+        Results
             ``posterior`` and ``sample_stats`` with dims ``(chain, draw, run,
             ...)``; runs without results hold NaN. ``run_stats`` per run:
             ``status`` (``ok``, ``failed``, ``timeout``, ``error`` or
@@ -342,7 +343,7 @@ class RunSet:
             "n_runs": len(runs),
             "n_ok": int(sum(done)),
         }
-        return az.InferenceData(attrs=attrs, **groups, run_stats=run_stats)
+        return arviz_compat.build(groups | {"run_stats": run_stats}, attrs=attrs)
 
     def _run(
         self,

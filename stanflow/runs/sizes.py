@@ -155,9 +155,7 @@ def _declaration(statement: str) -> tuple[str, tuple[Size, ...]] | None:
         return None
     if kind in _SCALAR_TYPES:
         shape = []
-    elif kind in _VECTOR_TYPES and len(inner) == 1:
-        shape = inner
-    elif kind in _MATRIX_TYPES and len(inner) == 2:
+    elif kind in _VECTOR_TYPES and len(inner) == 1 or kind in _MATRIX_TYPES and len(inner) == 2:
         shape = inner
     elif kind in _SQUARE_TYPES and len(inner) == 1:
         shape = inner * 2

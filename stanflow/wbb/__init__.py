@@ -14,6 +14,17 @@
   process per draw;
 - :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier trained by
   full-batch L-BFGS with per-example loss weights;
+- :mod:`~stanflow.wbb.normal_means`: the exact toy (one normal observation,
+  Laplace prior): WBB draws by soft thresholding, the exact posterior mean and
+  the exact WBB mean;
+- :mod:`~stanflow.wbb.marginal_likelihood`: bridge sampling (Meng and Wong's
+  iterative estimator, normal proposal fitted to posterior draws);
+- :mod:`~stanflow.wbb.bayes_lasso`: the Bayesian lasso with a known noise
+  scale (posterior mode = the lasso): Gibbs draws and ``log p(y | lam)``;
+- :mod:`~stanflow.wbb.trend_filter_cv`: K-fold cross-validation of the
+  trend-filtering penalty;
+- :mod:`~stanflow.wbb.modes`: the atom at zero and the number of modes of one
+  coefficient's draws;
 - :mod:`~stanflow.wbb.bootstrap`: the driver, results as InferenceData with
   ``posterior``, ``sample_stats`` (``converged``) and ``weights`` groups.
 
@@ -22,6 +33,7 @@ See ``docs/wbb.md``.
 
 import importlib
 
+from stanflow.wbb.bayes_lasso import LassoMarginal, gibbs_lasso, lasso_log_density, lasso_log_marginal
 from stanflow.wbb.bootstrap import Draws, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter
 from stanflow.wbb.lasso import (
     LassoResult,
@@ -30,7 +42,17 @@ from stanflow.wbb.lasso import (
     lasso_path,
     solve_lasso,
 )
+from stanflow.wbb.marginal_likelihood import BridgeResult, bridge_sampling
+from stanflow.wbb.modes import count_modes, shape_summary, silverman_bandwidth
+from stanflow.wbb.normal_means import (
+    laplace_posterior_mean,
+    soft_threshold,
+    wbb_mean,
+    wbb_normal_means,
+    wbb_prob_zero,
+)
 from stanflow.wbb.ridge import RidgeResult, solve_ridge
+from stanflow.wbb.trend_filter_cv import TrendFilterCV, cv_trend_filter
 from stanflow.wbb.trend_filtering import TrendFilterResult, trend_filter
 from stanflow.wbb.weights import bootstrap_weights, draw_weights
 
@@ -51,17 +73,30 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "BridgeResult",
     "Draws",
+    "LassoMarginal",
     "LassoResult",
     "RidgeResult",
+    "TrendFilterCV",
     "TrendFilterResult",
     "WeightedGlm",
     "bootstrap_weights",
+    "bridge_sampling",
+    "count_modes",
+    "cv_trend_filter",
     "draw_weights",
+    "gibbs_lasso",
     "kkt_violation",
     "lambda_max",
+    "laplace_posterior_mean",
+    "lasso_log_density",
+    "lasso_log_marginal",
     "lasso_path",
     "lbfgs_draws",
+    "shape_summary",
+    "silverman_bandwidth",
+    "soft_threshold",
     "solve_lasso",
     "solve_ridge",
     "trend_filter",
@@ -69,6 +104,9 @@ __all__ = [
     "wbb_glm",
     "wbb_glm_inprocess",
     "wbb_lasso",
+    "wbb_mean",
+    "wbb_normal_means",
+    "wbb_prob_zero",
     "wbb_ridge",
     "wbb_trend_filter",
 ]

@@ -26,9 +26,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import arviz as az
 import numpy as np
 
+from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
 from stanflow.wbb.lasso import solve_lasso
 from stanflow.wbb.ridge import solve_ridge
 from stanflow.wbb.trend_filtering import trend_filter
@@ -67,7 +68,7 @@ def wbb(
     dims: Mapping[str, Sequence[str]] | None = None,
     on_failure: str = "warn",
     attrs: Mapping[str, Any] | None = None,
-) -> az.InferenceData:
+) -> Results:
     """Run ``B`` WBB draws of a batch solver.
 
     Parameters
@@ -93,7 +94,7 @@ def wbb(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
         Groups ``posterior``, ``sample_stats`` and ``weights``.
     """
     n, B = _positive_int(n, "n"), _positive_int(B, "B")
@@ -119,19 +120,19 @@ def wbb(
         for value in params.values():
             value[~converged] = np.nan
     root = {"root_seed": int(root_seed), "prior": prior, "n_failed": n_failed, **dict(attrs or {})}
-    posterior = az.dict_to_dataset(
+    posterior = arviz_compat.dict_to_dataset(
         {k: v[None] for k, v in params.items()}, coords=coords, dims=dims, attrs=root
     )
-    sample_stats = az.dict_to_dataset(
+    sample_stats = arviz_compat.dict_to_dataset(
         {"converged": converged[None], **{k: v[None] for k, v in stats.items()}}, attrs=root
     )
-    weight_group = az.dict_to_dataset(
+    weight_group = arviz_compat.dict_to_dataset(
         {"w": w[None], "w_prior": wp[None]}, coords={"obs": np.arange(n)}, dims={"w": ["obs"]}, attrs=root
     )
-    idata = az.InferenceData(posterior=posterior, sample_stats=sample_stats)
-    idata.add_groups(weights=weight_group, warn_on_custom_groups=False)
-    idata.attrs.update(root)
-    return idata
+    return arviz_compat.build(
+        {"posterior": posterior, "sample_stats": sample_stats, "weights": weight_group},
+        attrs=root,
+    )
 
 
 def wbb_lasso(
@@ -148,7 +149,7 @@ def wbb_lasso(
     max_sweeps: int = 10_000,
     batch_size: int | None = None,
     on_failure: str = "warn",
-) -> az.InferenceData:
+) -> Results:
     """WBB draws of the weighted lasso (:func:`stanflow.wbb.lasso.solve_lasso`).
 
     All draws are warm-started from the unit-weight solution. Posterior
@@ -170,7 +171,7 @@ def wbb_lasso(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
     """
     start = solve_lasso(X, y, lam, fit_intercept=fit_intercept, tol=tol, max_sweeps=max_sweeps)
 
@@ -197,7 +198,7 @@ def wbb_ridge(
     feature_names: Sequence[str] | None = None,
     batch_size: int | None = None,
     on_failure: str = "warn",
-) -> az.InferenceData:
+) -> Results:
     """WBB draws of weighted ridge regression (:func:`stanflow.wbb.ridge.solve_ridge`).
 
     Same arguments and groups as :func:`wbb_lasso`, without solver statistics.
@@ -224,7 +225,7 @@ def wbb_trend_filter(
     max_newton: int = 300,
     batch_size: int | None = None,
     on_failure: str = "warn",
-) -> az.InferenceData:
+) -> Results:
     """WBB draws of trend filtering (:func:`stanflow.wbb.trend_filtering.trend_filter`).
 
     Posterior variable ``theta`` (dims ``obs``); ``sample_stats.gap`` and
@@ -243,7 +244,7 @@ def wbb_trend_filter(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
     """
     trend_filter(y, lam, k, tol=tol, max_newton=1)  # validate once, up front
     n = np.asarray(y).shape[0]
@@ -273,7 +274,7 @@ def _linear_wbb(
     batch_size: int | None,
     on_failure: str,
     attrs: dict[str, Any],
-) -> az.InferenceData:
+) -> Results:
     n, p = np.shape(X)
     names = list(range(p)) if feature_names is None else list(feature_names)
     if len(names) != p:

@@ -56,13 +56,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import arviz as az
 import bridgestan
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from stanflow.arviz_compat import Results
 from stanflow.models import load, log_density_gradient_rows, program_path
 from stanflow.parameters import check_vector
+from stanflow.slots import slot_file
 from stanflow.wbb._checks import (
     check_lam,
     check_max_iter,
@@ -71,7 +72,6 @@ from stanflow.wbb._checks import (
     check_X_y,
 )
 from stanflow.wbb.bootstrap import Draws, wbb
-from stanflow.wbb.stan_optimize import slot_path
 
 LOSS_PROGRAM = "wbb/weighted_loss"
 PENALTY_PROGRAM = "wbb/penalty_only"
@@ -155,8 +155,8 @@ class WeightedGlm:
         if threads is not None:
             check_max_iter(threads, "threads")
         self.threads = threads
-        self.loss_file = slot_path(loss, "losses", "loss")
-        self.penalty_file = slot_path(penalty, "wbb/penalties", "penalty")
+        self.loss_file = slot_file(loss, "losses", "loss")
+        self.penalty_file = slot_file(penalty, "wbb/penalties", "penalty")
         self.loss_params = _params(self.loss_file, loss_params, "loss_params")
         self.penalty_params = _params(self.penalty_file, penalty_params, "penalty_params")
         self.loss_model: bridgestan.StanModel = load(
@@ -507,7 +507,7 @@ def wbb_glm_inprocess(
     threads: int | None = None,
     batch_size: int | None = None,
     on_failure: str = "warn",
-) -> az.InferenceData:
+) -> Results:
     """WBB draws of a smooth penalised problem, optimised in process.
 
     The in-process counterpart of :func:`stanflow.wbb.stan_optimize.wbb_glm`:
@@ -542,7 +542,7 @@ def wbb_glm_inprocess(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
     """
     problem = WeightedGlm(X, y, lam, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
                           loss_params=loss_params, penalty_params=penalty_params, threads=threads)

@@ -31,13 +31,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import arviz as az
 import cmdstanpy
 import numpy as np
 
-from stanflow.models import STAN_DIR, compile_model, program_path
+from stanflow.arviz_compat import Results
+from stanflow.models import compile_model, program_path
 from stanflow.parameters import check_vector
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
+from stanflow.slots import slot_file
 from stanflow.wbb._checks import check_lam, check_weights, check_X_y
 from stanflow.wbb.bootstrap import Draws, wbb
 
@@ -65,8 +66,8 @@ def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cm
         program_path(TEMPLATE),
         name="wbb_glm",
         slots={
-            "loss.stanfunctions": slot_path(loss, "losses", "loss"),
-            "penalty.stanfunctions": slot_path(penalty, "wbb/penalties", "penalty"),
+            "loss.stanfunctions": slot_file(loss, "losses", "loss"),
+            "penalty.stanfunctions": slot_file(penalty, "wbb/penalties", "penalty"),
         },
         cpp_options={"STAN_THREADS": False},
         driver="stanflow",  # the run set's batch mode is stanflow's extension
@@ -186,29 +187,6 @@ def _collect(results: list[RunResult], p: int, fit_intercept: bool) -> Draws:
     return Draws(params, converged, {"objective": objective, "exit_code": exit_code})
 
 
-def slot_path(value: str | Path, folder: str, argument: str = "slot") -> Path:
-    """The file of a slot: a name in ``stan/<folder>`` or the path of your own file.
-
-    A :class:`~pathlib.Path`, a string with a ``/`` or one ending in
-    ``.stanfunctions`` is a path (it must exist); any other string is the name
-    of a shipped file, ``stan/<folder>/<value>.stanfunctions``. Errors name
-    ``argument`` (``loss``, ``penalty``).
-    """
-    if isinstance(value, Path) or "/" in str(value) or str(value).endswith(".stanfunctions"):
-        path = Path(value)
-        if not path.is_file():
-            raise ValueError(f"{argument}: slot file {path} does not exist")
-        return path
-    path = STAN_DIR / folder / f"{value}.stanfunctions"
-    if not path.is_file():
-        shipped = sorted(p.stem for p in (STAN_DIR / folder).glob("*.stanfunctions"))
-        raise ValueError(
-            f"{argument}: no {value!r} in stan/{folder} (shipped: {', '.join(shipped)}); "
-            f"give one of those names or the path of your own .stanfunctions file"
-        )
-    return path
-
-
 def wbb_glm(
     X: np.ndarray,
     y: np.ndarray,
@@ -229,7 +207,7 @@ def wbb_glm(
     batch_size: int | None = None,
     on_failure: str = "warn",
     progress: bool = False,
-) -> az.InferenceData:
+) -> Results:
     """WBB draws of a smooth penalised problem through CmdStan ``optimize``.
 
     Every draw starts from ``beta = 0``; ``sample_stats`` holds ``converged``,
@@ -250,12 +228,12 @@ def wbb_glm(
 
     Returns
     -------
-    arviz.InferenceData
+    Results
     """
     X, y = check_X_y(X, y)
     check_lam(lam)
-    check_vector(slot_path(loss, "losses", "loss"), loss_params, "loss_params")
-    check_vector(slot_path(penalty, "wbb/penalties", "penalty"), penalty_params, "penalty_params")
+    check_vector(slot_file(loss, "losses", "loss"), loss_params, "loss_params")
+    check_vector(slot_file(penalty, "wbb/penalties", "penalty"), penalty_params, "penalty_params")
     model = glm_model(loss, penalty)
     batches = itertools.count()
 

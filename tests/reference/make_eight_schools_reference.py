@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import arviz as az
+import numpy as np
+import xarray as xr
 
+from stanflow import arviz_compat
 from stanflow.models import compile_model, program_path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,20 +33,35 @@ def main() -> None:
         data=data, chains=CHAINS, iter_warmup=WARMUP, iter_sampling=DRAWS,
         adapt_delta=0.95, seed=SEED, show_progress=False,
     )
-    posterior = az.from_cmdstanpy(fit).posterior[["mu", "tau", "theta"]]
-    summary = az.summary(posterior, kind="all", round_to="none")
+    posterior = arviz_compat.from_cmdstanpy(fit)["posterior"][["mu", "tau", "theta"]]
+    columns = {
+        "mean": posterior.mean(("chain", "draw")),
+        "sd": posterior.std(("chain", "draw"), ddof=1),
+        "mcse_mean": arviz_compat.mcse(posterior),
+        "ess_bulk": arviz_compat.ess(posterior),
+        "r_hat": arviz_compat.rhat(posterior),
+    }
+    rows = {key: by_element(ds) for key, ds in columns.items()}
     reference = {
         "settings": {"chains": CHAINS, "draws": DRAWS, "warmup": WARMUP,
                      "adapt_delta": 0.95, "seed": SEED},
         "divergences": int(fit.divergences.sum()),
         "parameters": {
-            name: {"mean": row["mean"], "sd": row["sd"], "mcse_mean": row["mcse_mean"],
-                   "ess_bulk": row["ess_bulk"], "r_hat": row["r_hat"]}
-            for name, row in summary.iterrows()
+            name: {key: rows[key][name] for key in columns} for name in rows["mean"]
         },
     }
     OUT.write_text(json.dumps(reference, indent=2) + "\n")
     print(f"wrote {OUT}")
+
+
+def by_element(ds: xr.Dataset) -> dict[str, float]:
+    """``{"mu": ..., "theta[0]": ...}``: each element of each variable, 0-based labels."""
+    out = {}
+    for name, values in ds.data_vars.items():
+        for index, value in np.ndenumerate(values.values):
+            label = f"{name}[{','.join(map(str, index))}]" if index else str(name)
+            out[label] = float(value)
+    return out
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A loss given only as a Stan file, evaluated in process at many (y, f) pairs.
 
 Any ``.stanfunctions`` file defining ``real loss(real y, real f, vector
-loss_params)`` (the slot of the Gibbs templates and of the WBB template) is
+loss_params)`` (the loss slot of every method's templates) is
 bound into ``stan/losses/pointwise.stan``, whose parameters are the
 predictions ``f``. One in-process call then gives every observation's loss
 (the transformed parameter ``losses``) or every observation's derivative in
@@ -11,7 +11,7 @@ ones gives every second derivative. This is what the methods need from a
 Python ``Loss`` object (values, derivatives, curvatures), read off the Stan
 file itself.
 
-:func:`loss_function` turns the same file into a broadcasting NumPy-style
+:func:`file_loss_function` turns the same file into a broadcasting NumPy-style
 function ``(y, f) -> losses`` of any shapes (``stan/losses/pair.stan``, one
 pair per row of one batched call), for code written for NumPy losses: grid
 posteriors, golden-section estimates, bootstrap loss sums.
@@ -20,7 +20,7 @@ posteriors, golden-section estimates, bootstrap loss sums.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import bridgestan
 import numpy as np
@@ -104,7 +104,9 @@ def curvature_steps(f: np.ndarray) -> np.ndarray:
     return np.cbrt(np.finfo(float).eps) * (1 + np.abs(f))
 
 
-def loss_function(loss_file: PathLike, loss_params: Sequence[float] = ()):
+def file_loss_function(
+    loss_file: PathLike, loss_params: Sequence[float] = ()
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """A Stan loss as a broadcasting function ``(y, f) -> loss(y, f)``.
 
     Parameters
@@ -119,7 +121,7 @@ def loss_function(loss_file: PathLike, loss_params: Sequence[float] = ()):
     -------
     callable
         ``(y, f) -> ndarray`` broadcasting ``y`` against ``f``, as the NumPy
-        losses of :mod:`stanflow.gibbs.losses`; about a microsecond per pair,
+        losses of :mod:`stanflow.losses`; about a microsecond per pair,
         the pairs split over threads. The loaded model is the attribute
         ``model`` of the function.
     """

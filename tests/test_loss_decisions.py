@@ -1,4 +1,5 @@
-"""LCVI losses: values, Bayes decisions against closed forms and brute force, utilities, errors."""
+"""Losses as decision problems judge: values, Bayes decisions against closed forms and brute
+force, LCVI's utilities of losses, errors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from stanflow.lcvi.losses import LOSSES, get_loss, utility_from_losses, utility_scale
+from stanflow.lcvi.utility_transform import utility_from_losses, utility_scale
+from stanflow.losses import LOSSES, bound_loss
 
 M_PRED, S_PRED = 1.5, 2.0  # normal predictive N(M_PRED, S_PRED^2)
 
@@ -17,11 +19,11 @@ def draws():
 
 
 def test_values_at_known_points():
-    assert np.allclose(get_loss("squared").value(3.0, 1.0), 4.0)
-    assert np.allclose(get_loss("absolute").value(-1.0, 1.0), 2.0)
-    tilted = get_loss("tilted", q=0.2)
+    assert np.allclose(bound_loss("squared").value(3.0, 1.0), 4.0)
+    assert np.allclose(bound_loss("absolute").value(-1.0, 1.0), 2.0)
+    tilted = bound_loss("check", tau=0.2)
     assert np.allclose(tilted.value(np.array([2.0, 0.0]), 1.0), [0.2, 0.8])
-    linex = get_loss("linex", c=1.0)
+    linex = bound_loss("linex", c=1.0)
     assert np.allclose(linex.value(1.0, 1.0), 0.0)
     assert np.allclose(linex.value(0.0, 1.0), np.e - 2)  # over-prediction by 1
     assert np.allclose(linex.value(1.0, 0.0), np.exp(-1.0))  # under-prediction by 1
@@ -32,25 +34,25 @@ def test_values_at_known_points():
     [
         ("squared", {}, M_PRED),
         ("absolute", {}, M_PRED),
-        ("tilted", {"q": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
-        ("tilted", {"q": 0.8}, M_PRED + S_PRED * norm.ppf(0.8)),
+        ("check", {"tau": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
+        ("check", {"tau": 0.8}, M_PRED + S_PRED * norm.ppf(0.8)),
         ("linex", {"c": 0.5}, M_PRED - 0.5 * S_PRED**2 / 2),
         ("linex", {"c": -0.3}, M_PRED + 0.3 * S_PRED**2 / 2),
     ],
 )
 def test_bayes_decisions_of_a_normal_predictive(draws, name, params, expected):
-    decision = get_loss(name, **params).bayes_decision(draws)
+    decision = bound_loss(name, **params).bayes_decision(draws)
     assert decision.shape == (1,)
     assert abs(decision[0] - expected) < 0.03
 
 
 @pytest.mark.parametrize(
     "name, params",
-    [("squared", {}), ("absolute", {}), ("tilted", {"q": 0.3}), ("linex", {"c": 0.7})],
+    [("squared", {}), ("absolute", {}), ("check", {"tau": 0.3}), ("linex", {"c": 0.7})],
 )
 def test_bayes_decision_minimises_the_empirical_risk(name, params):
     y = np.random.default_rng(5).gamma(2.0, size=(2000, 2))
-    loss = get_loss(name, **params)
+    loss = bound_loss(name, **params)
     h = loss.bayes_decision(y)
     grid = h[:, None] + np.linspace(-0.5, 0.5, 201)  # (2, G), centred on h
     risk = loss.value(y[:, :, None], grid[None]).mean(axis=0)  # (2, G)
@@ -62,23 +64,22 @@ def test_bayes_decision_minimises_the_empirical_risk(name, params):
     [
         ("squared", {}, M_PRED),
         ("absolute", {}, M_PRED),
-        ("tilted", {"q": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
+        ("check", {"tau": 0.2}, M_PRED + S_PRED * norm.ppf(0.2)),
         ("linex", {"c": 0.5}, M_PRED - 0.5 * S_PRED**2 / 2),
     ],
 )
 def test_mixture_decision_of_one_normal_is_the_closed_form(name, params, expected):
-    decision = get_loss(name, **params).mixture_decision(np.array([[M_PRED]]), S_PRED)
+    decision = bound_loss(name, **params).mixture_decision(np.array([[M_PRED]]), S_PRED)
     assert decision == pytest.approx([expected], abs=1e-8)
-
 
 
 @pytest.mark.parametrize("chunk_elements", [1, 15, 2**20])
 def test_mixture_quantile_solves_the_mixture_cdf_in_any_chunks(monkeypatch, chunk_elements):
-    monkeypatch.setattr("stanflow.lcvi.losses.CHUNK_ELEMENTS", chunk_elements)
+    monkeypatch.setattr("stanflow.losses.decisions.CHUNK_ELEMENTS", chunk_elements)
     rng = np.random.default_rng(5)
     loc = rng.normal(size=(7, 2, 5))  # 7 mixture components, 2 x 5 decisions
     sd = rng.uniform(0.5, 2.0, size=5)
-    h = get_loss("tilted", q=0.8).mixture_decision(loc, sd)
+    h = bound_loss("check", tau=0.8).mixture_decision(loc, sd)
     cdf = norm.cdf((h - loc) / sd).mean(axis=0)
     assert h.shape == (2, 5) and np.allclose(cdf, 0.8, atol=1e-9)
 
@@ -91,20 +92,20 @@ def normal_expected_loss(name, params, mu, s, h):
     if name == "linex":
         c = params["c"]
         return np.exp(c * (h - mu) + c**2 * s**2 / 2) - c * (h - mu) - 1
-    q = params.get("q", 0.5)
-    tilted = s * (norm.pdf(z) + z * (norm.cdf(z) - q))
-    return 2 * tilted if name == "absolute" else tilted
+    tau = params.get("tau", 0.5)
+    check = s * (norm.pdf(z) + z * (norm.cdf(z) - tau))
+    return 2 * check if name == "absolute" else check
 
 
 @pytest.mark.parametrize(
     "name, params",
-    [("squared", {}), ("absolute", {}), ("tilted", {"q": 0.8}), ("linex", {"c": -0.6})],
+    [("squared", {}), ("absolute", {}), ("check", {"tau": 0.8}), ("linex", {"c": -0.6})],
 )
 def test_mixture_decision_minimises_the_exact_mixture_risk(name, params):
     rng = np.random.default_rng(9)
     loc = rng.gamma(2.0, size=(7, 3))  # 7 mixture components, 3 decisions
     sd = np.array([0.5, 1.0, 2.0])
-    h = get_loss(name, **params).mixture_decision(loc, sd)
+    h = bound_loss(name, **params).mixture_decision(loc, sd)
     grid = h[:, None] + np.linspace(-0.01, 0.01, 41)  # (3, 41), centred on h
     risk = normal_expected_loss(
         name, params, loc[:, :, None], sd[:, None], grid[None]
@@ -113,7 +114,7 @@ def test_mixture_decision_minimises_the_exact_mixture_risk(name, params):
 
 
 def test_mixture_decision_rejects_bad_input():
-    loss = get_loss("tilted", q=0.3)
+    loss = bound_loss("check", tau=0.3)
     with pytest.raises(ValueError, match="sd must be positive"):
         loss.mixture_decision(np.zeros((4, 2)), np.array([1.0, 0.0]))
     with pytest.raises(ValueError, match=r"sd must broadcast against shape \(2,\)"):
@@ -133,30 +134,39 @@ def test_utilities_and_their_scale():
     assert np.allclose(utility_from_losses(losses, "exp", 0.5), np.exp(-0.5 * losses))
 
 
-def test_registry_lists_the_shipped_losses_with_their_stan_files():
-    assert sorted(LOSSES) == ["absolute", "linex", "squared", "tilted"]
-    for name, params in [("squared", {}), ("tilted", {"q": 0.5}), ("linex", {"c": 1})]:
-        assert get_loss(name, **params).stan_file.is_file()
+def test_losses_with_a_closed_form_decision_are_those_the_registry_says():
+    closed = sorted(n for n, loss in LOSSES.items() if loss.decision is not None)
+    assert closed == ["absolute", "check", "linex", "normal_nll", "squared"]
+    for name, params in [("squared", {}), ("check", {"tau": 0.5}), ("linex", {"c": 1})]:
+        assert bound_loss(name, **params).stan_file.is_file()
+
+
+def test_normal_nll_decides_the_mean_and_huber_has_no_closed_form(draws):
+    decision = bound_loss("normal_nll", sigma=2.0).bayes_decision(draws)
+    assert decision == pytest.approx(draws.mean(axis=0), abs=1e-12)
+    with pytest.raises(ValueError, match="'huber' has no Bayes decision in closed form"):
+        bound_loss("huber", delta=1.0).bayes_decision(draws)
 
 
 @pytest.mark.parametrize(
     "call, message",
     [
-        (lambda: get_loss("tilted", q=1.2), "q must be in"),
-        (lambda: get_loss("tilted", q=0.0), "q must be in"),
-        (lambda: get_loss("linex", c=0), "c must be non-zero"),
-        (lambda: get_loss("hubber"), "loss: unknown loss 'hubber'"),
+        (lambda: bound_loss("check", tau=1.2), r"loss_params\['tau'\] must be finite and in \(0, 1\)"),
+        (lambda: bound_loss("check", tau=0.0), r"loss_params\['tau'\] must be finite and in \(0, 1\)"),
+        (lambda: bound_loss("linex", c=0), r"loss_params\['c'\] must be non-zero"),
+        (lambda: bound_loss("tilted", q=0.2), r"unknown loss 'tilted' \(stanflow calls it check"),
+        (lambda: bound_loss("hubber"), "loss: unknown loss 'hubber'"),
         (
-            lambda: get_loss("squared", q=0.5),
-            "params: loss 'squared' takes no parameters",
+            lambda: bound_loss("squared", q=0.5),
+            r"loss_params: loss 'squared' takes no parameters; missing \[\], unknown \['q'\]",
         ),
-        (lambda: get_loss("tilted"), r"params: loss 'tilted' takes parameters \['q'\]"),
+        (lambda: bound_loss("check"), r"loss_params: loss 'check' takes \['tau'\]; missing \['tau'\]"),
         (lambda: utility_from_losses([1.0], "linear", -2.0), r"scale \(M\) must be positive"),
         (lambda: utility_from_losses([1.0], "exp", 0.0), r"scale \(gamma\) must be positive"),
         (lambda: utility_from_losses([1.0], "log", 1.0), "utility: unknown utility 'log'"),
         (lambda: utility_scale([1.0], "linear", 0), "percentile must be in"),
         (lambda: utility_scale([-1.0, 0.0], "linear"), "M must be positive"),
-        (lambda: get_loss("squared").bayes_decision(np.empty((0, 3))), "draws must"),
+        (lambda: bound_loss("squared").bayes_decision(np.empty((0, 3))), "draws must"),
     ],
 )
 def test_bad_input_is_rejected_naming_the_argument(call, message):

@@ -1,0 +1,430 @@
+"""The paper's LCVI optimisation: decisions and variational parameters by joint gradient steps.
+
+Kusmierczyk, Sakaya and Klami (2019) maximise ``ELBO(lambda) + U(lambda, h)``
+with Adam over the variational parameters ``lambda`` and the decisions ``h``
+together, every step with fresh draws of ``theta`` and fresh outcome samples
+(double reparameterisation). This module does that in process, beside the
+loop of :mod:`stanflow.lcvi.loop` (CmdStan's ADVI with fixed outcome samples
+and exact decision steps):
+
+- the template's joint variant ``stan/lcvi/<model>_joint.stan`` declares the
+  decisions ``h`` and the outcome base samples ``eps_y`` as parameters, so one
+  gradient call of the model library (:func:`stanflow.models.load`) at
+  ``(theta_t, h, eps_y_t)`` gives ``d/dtheta`` and ``d/dh`` of
+  ``log p(theta, y) + weight * U_t``; the ``eps_y`` components are not used;
+- a mean-field normal ``q = N(mu, diag(exp(omega))^2)`` on the unconstrained
+  parameters, its reparameterised gradient from ``T`` draws
+  ``theta_t = mu + exp(omega) eta_t``: ``grad_mu = mean_t g_t``,
+  ``grad_omega = mean_t g_t eta_t exp(omega) + 1`` (the entropy's), and
+  ``grad_h = mean_t d/dh``; all ``T`` rows in one batched call
+  (:func:`stanflow.models.log_density_gradient_rows`);
+- Adam (ascent) on ``(mu, omega, h)`` with a constant learning rate.
+
+``outcomes="fresh"`` draws ``eps_y`` afresh for every row and step (the
+paper); ``outcomes="fixed"`` uses one stratified antithetic ``eps_y`` for all
+of them, as the loop does, so the cost of fixed outcome samples can be
+measured with the optimiser held equal. Plain VI is the same optimisation
+with weight 0 (``h`` then gets no gradient). :func:`run_lcvi_joint` runs both
+from one initial point; what it returns is :class:`JointFit` and
+:class:`JointLoop`.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+import bridgestan
+import numpy as np
+
+from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions
+from stanflow.lcvi.numeric_decisions import resolve_loss
+from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.utility import ESTIMATORS, check_estimator, outcome_base_samples
+from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
+from stanflow.losses import BoundLoss
+from stanflow.models import load, log_density_gradient_rows, program_path
+
+OUTCOMES = ("fresh", "fixed")
+"""Outcome base samples: drawn afresh at every step (the paper's), or fixed (the loop's)."""
+
+ADAM_BETAS = (0.9, 0.999)
+"""Adam's decay rates of the first and second moments (Kingma and Ba's, PyTorch's defaults)."""
+
+ADAM_EPS = 1e-8
+"""Adam's guard against division by zero."""
+
+
+class JointFit(NamedTuple):
+    """One joint optimisation's end state and record.
+
+    Attributes
+    ----------
+    mu, omega : ndarray, shape (D,)
+        The mean-field normal on the unconstrained parameters: means and log
+        standard deviations.
+    h : ndarray, shape (N,)
+        The optimised decisions (for plain VI, weight 0: their start, unmoved).
+    decisions : ndarray, shape (N,)
+        Bayes decisions of the end state's predictive (the loop's
+        :func:`~stanflow.lcvi.decision_step.predictive_decisions` over draws
+        from ``eps_theta``).
+    risk : float
+        Empirical risk on the problem's ``y`` at ``decisions``.
+    risk_h : float
+        Empirical risk on the problem's ``y`` at ``h``.
+    record : dict of ndarray
+        Every ``record_every`` steps and at the end: ``iteration``,
+        ``objective`` (mean log density of the step's draws, ``weight U``
+        included, plus the entropy of the recorded state), ``risk`` (at the
+        Bayes decisions) and ``risk_h`` (at ``h``); the last entry is the end
+        state's (averaged, if so).
+    seconds : float
+        Wall time of the optimisation (the record's decisions excluded).
+    """
+
+    mu: np.ndarray
+    omega: np.ndarray
+    h: np.ndarray
+    decisions: np.ndarray
+    risk: float
+    risk_h: float
+    record: dict[str, np.ndarray]
+    seconds: float
+
+    def draws(self, eps_theta: np.ndarray) -> np.ndarray:
+        """Draws ``mu + exp(omega) eps_theta`` (T, D) of the end state."""
+        return self.mu + np.exp(self.omega) * np.asarray(eps_theta, dtype=float)
+
+
+class JointLoop(NamedTuple):
+    """What :func:`run_lcvi_joint` did: plain VI and LCVI by the same optimiser.
+
+    Attributes
+    ----------
+    vi, lcvi : JointFit
+        Weight 0 and weight 1, from the same initial point and seed, with the
+        same number of steps.
+    scale : float
+        ``M`` or ``gamma`` used.
+    eps_theta : ndarray, shape (n_draws, D)
+        The base samples of the draws that decisions and risks are computed from.
+    loss : BoundLoss
+    kind, estimator, outcomes : str
+    settings : dict
+        ``iter``, ``lr``, ``grad_samples``, ``n_outcomes``, ``average``, ``seed``.
+    """
+
+    vi: JointFit
+    lcvi: JointFit
+    scale: float
+    eps_theta: np.ndarray
+    loss: BoundLoss
+    kind: str
+    estimator: str
+    outcomes: str
+    settings: dict[str, float]
+
+
+def joint_template(problem: Problem) -> str:
+    """The joint variant of the problem's template: ``lcvi/X_lcvi`` -> ``lcvi/X_joint``."""
+    base = problem.template
+    if not base.endswith("_lcvi"):
+        raise ValueError(
+            f"problem: template {base!r} has no joint variant (expected a name ending in _lcvi)"
+        )
+    name = base[: -len("_lcvi")] + "_joint"
+    program_path(name)  # a missing program is a TemplateError naming it
+    return name
+
+
+def joint_model(
+    problem: Problem,
+    loss: BoundLoss,
+    kind: str,
+    scale: float,
+    estimator: str,
+    n_outcomes: int,
+    weight: float,
+) -> bridgestan.StanModel:
+    """The joint template loaded in process with the problem's data and the LCVI fields.
+
+    Its unconstrained parameters are the model's (``D``), then ``h`` (``N``),
+    then ``eps_y`` (``S x N``, column-major).
+    """
+    kind, scale = check_utility(kind, scale)
+    data = dict(problem.data) | {
+        "S": int(n_outcomes),
+        "n_loss_params": len(loss.params),
+        "loss_params": list(loss.params),
+        "utility": UTILITIES.index(kind) + 1,
+        "scale": scale,
+        "estimator": ESTIMATORS.index(estimator) + 1,
+        "weight": float(weight),
+    }
+    return load(
+        program_path(joint_template(problem)),
+        data,
+        slots={"loss.stanfunctions": Path(loss.stan_file)},
+    )
+
+
+def optimise(
+    model: bridgestan.StanModel,
+    problem: Problem,
+    loss: BoundLoss,
+    mu: np.ndarray,
+    h: np.ndarray,
+    *,
+    n_outcomes: int,
+    iterations: int,
+    lr: float,
+    grad_samples: int,
+    outcomes: str,
+    average: float,
+    eps_theta: np.ndarray,
+    record_every: int,
+    rng: np.random.Generator,
+    threads: int | None = None,
+) -> JointFit:
+    """Adam on ``(mu, omega, h)`` from ``(mu, omega = 0, h)`` for ``iterations`` steps.
+
+    Parameters
+    ----------
+    model : bridgestan.StanModel
+        From :func:`joint_model`.
+    problem : Problem
+    loss : BoundLoss
+        For the recorded risks and decisions.
+    mu : ndarray, shape (D,)
+        Initial means; the initial log standard deviations are 0.
+    h : ndarray, shape (N,)
+        Initial decisions.
+    n_outcomes : int
+        ``S``, as the model was loaded with.
+    iterations, grad_samples, record_every : int
+        At least 1.
+    lr : float
+        Adam's learning rate, positive.
+    outcomes : {"fresh", "fixed"}
+    average : float
+        In ``[0, 1)``: the end state is the mean of the iterates of this last
+        fraction of the steps (0: the last iterate).
+    eps_theta : ndarray, shape (n_draws, D)
+        Base samples of the draws for decisions and risks.
+    rng : numpy.random.Generator
+        Draws ``eta``, ``eps_y`` (fresh, or the one fixed set).
+    threads : int, optional
+        For :func:`stanflow.models.log_density_gradient_rows`.
+
+    Returns
+    -------
+    JointFit
+    """
+    N, S = problem.n, int(n_outcomes)
+    D = model.param_unc_num() - N - S * N
+    mu = np.array(mu, dtype=float)
+    if mu.shape != (D,):
+        raise ValueError(f"mu must have shape ({D},), got {mu.shape}")
+    h = np.array(h, dtype=float)
+    omega = np.zeros(D)
+    params = [mu, omega, h]
+    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+    points = np.empty((grad_samples, D + N + S * N))
+    if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
+        points[:, D + N :] = outcome_base_samples(S, N, rng).ravel(order="F")
+    n_average = round(average * iterations)
+    sums = [np.zeros_like(p) for p in params]
+    record: dict[str, list[float]] = {k: [] for k in ("iteration", "objective", "risk", "risk_h")}
+    seconds = 0.0
+    started = time.perf_counter()
+    for step in range(1, iterations + 1):
+        eta = rng.standard_normal((grad_samples, D))
+        sd = np.exp(omega)
+        points[:, :D] = mu + sd * eta
+        points[:, D : D + N] = h
+        if outcomes == "fresh":
+            points[:, D + N :] = rng.standard_normal((grad_samples, S * N))
+        lp, grad = log_density_gradient_rows(model, points, threads=threads)
+        g_theta = grad[:, :D]
+        gradients = (
+            g_theta.mean(axis=0),
+            (g_theta * eta).mean(axis=0) * sd + 1.0,
+            grad[:, D : D + N].mean(axis=0),
+        )
+        for p, g, (m, v) in zip(params, gradients, moments, strict=True):
+            _adam_ascent(p, g, m, v, step, lr)
+        if step > iterations - n_average:
+            for total, p in zip(sums, params, strict=True):
+                total += p
+        if step % record_every == 0 or step == iterations:
+            seconds += time.perf_counter() - started
+            if step == iterations and n_average:
+                mu, omega, h = (total / n_average for total in sums)
+            decisions = predictive_decisions(problem, mu + np.exp(omega) * eps_theta, loss)
+            entropy = float(np.sum(omega)) + 0.5 * D * (1 + np.log(2 * np.pi))
+            record["iteration"].append(step)
+            record["objective"].append(float(np.mean(lp)) + entropy)
+            record["risk"].append(empirical_risk(problem.y, decisions, loss))
+            record["risk_h"].append(empirical_risk(problem.y, h, loss))
+            started = time.perf_counter()
+    return JointFit(
+        mu,
+        omega,
+        h,
+        decisions,
+        record["risk"][-1],
+        record["risk_h"][-1],
+        {k: np.asarray(v) for k, v in record.items()},
+        seconds,
+    )
+
+
+def run_lcvi_joint(
+    problem: Problem,
+    loss: str | Path | BoundLoss,
+    *,
+    kind: str = "linear",
+    scale: float | None = None,
+    percentile: float = 90.0,
+    estimator: str = "linearised",
+    outcomes: str = "fresh",
+    n_outcomes: int = 5,
+    grad_samples: int = 10,
+    iter: int = 10_000,
+    lr: float = 0.05,
+    average: float = 0.0,
+    n_draws: int = 1000,
+    record_every: int = 1000,
+    seed: int = 1,
+    threads: int | None = None,
+    **loss_params: float,
+) -> JointLoop:
+    """Plain VI and LCVI by the paper's joint gradient optimisation (module docstring).
+
+    Both start from the same point (means uniform in ``(-2, 2)`` as CmdStan's
+    ADVI, log standard deviations 0) and run ``iter`` Adam steps; plain VI
+    with weight 0, LCVI with weight 1 and its decisions starting at plain VI's
+    initial Bayes decisions. The scale comes from plain VI's end state
+    as in :func:`stanflow.lcvi.run_lcvi` unless given.
+
+    Parameters
+    ----------
+    problem : Problem
+        A model in an LCVI template that has a joint variant
+        (``stan/lcvi/<model>_joint.stan``).
+    loss : str, path or BoundLoss
+        As for :func:`stanflow.lcvi.run_lcvi`, with ``loss_params``.
+    kind : {"linear", "exp"}, default "linear"
+    scale : float, optional
+        ``M`` or ``gamma``; by default from plain VI's losses at ``percentile``.
+    percentile : float, default 90
+    estimator : {"naive", "linearised"}, default "linearised"
+    outcomes : {"fresh", "fixed"}, default "fresh"
+        Fresh outcome base samples at every step and for every draw (the
+        paper's double reparameterisation), or one fixed stratified antithetic
+        set (the loop's).
+    n_outcomes : int, default 5
+        Outcome samples ``S`` per draw of ``theta``, at least 1.
+    grad_samples : int, default 10
+        Draws of ``theta`` per step, at least 1.
+    iter : int, default 10000
+        Adam steps of each optimisation, at least 1.
+    lr : float, default 0.05
+        Adam's learning rate (the authors' for eight schools), positive.
+    average : float, default 0
+        In ``[0, 1)``: the end state is the mean of the iterates of this last
+        fraction of the steps (Polyak-Ruppert averaging, which removes most of
+        the jitter a constant learning rate leaves); 0 is the last iterate,
+        as the paper.
+    n_draws : int, default 1000
+        Draws of each recorded state for its Bayes decisions, at least 1.
+    record_every : int, default 1000
+        Steps between records, at least 1.
+    seed : int, default 1
+    threads : int, optional
+        Threads of each batched gradient call (default: one per core, at
+        least 32 rows each).
+
+    Returns
+    -------
+    JointLoop
+    """
+    loss = resolve_loss(loss, **loss_params)
+    check_estimator(estimator)
+    if kind not in UTILITIES:
+        raise ValueError(f"kind: unknown utility {kind!r}; known: {list(UTILITIES)}")
+    if scale is not None:
+        check_utility(kind, scale)
+    if outcomes not in OUTCOMES:
+        raise ValueError(f"outcomes must be one of {list(OUTCOMES)}, got {outcomes!r}")
+    for name, value in (
+        ("n_outcomes", n_outcomes),
+        ("grad_samples", grad_samples),
+        ("iter", iter),
+        ("n_draws", n_draws),
+        ("record_every", record_every),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not (isinstance(lr, (int, float)) and np.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    if not (isinstance(average, (int, float)) and 0 <= average < 1):
+        raise ValueError(f"average must be in [0, 1), got {average!r}")
+    if not 0 < percentile <= 100:
+        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
+
+    rng = np.random.default_rng(seed)
+    # weight 0: the scale does not enter plain VI's target
+    vi_model = joint_model(problem, loss, kind, scale or 1.0, estimator, n_outcomes, 0.0)
+    D = vi_model.param_unc_num() - problem.n * (1 + n_outcomes)
+    mu0 = rng.uniform(-2, 2, D)
+    eps_theta = rng.standard_normal((n_draws, D))
+    h0 = predictive_decisions(problem, mu0 + eps_theta, loss)
+    common = {
+        "n_outcomes": n_outcomes,
+        "iterations": iter,
+        "lr": lr,
+        "grad_samples": grad_samples,
+        "outcomes": outcomes,
+        "average": average,
+        "eps_theta": eps_theta,
+        "record_every": record_every,
+        "threads": threads,
+    }
+    vi_seed, lcvi_seed = rng.integers(2**63, size=2)
+    vi = optimise(
+        vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common
+    )
+    if scale is None:
+        loc = problem.location(vi.draws(eps_theta))
+        y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
+        scale = utility_scale(loss.value(y_rep, vi.decisions), kind, percentile)
+    model = joint_model(problem, loss, kind, scale, estimator, n_outcomes, 1.0)
+    fit = optimise(
+        model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common
+    )
+    settings = {
+        "iter": iter,
+        "lr": lr,
+        "grad_samples": grad_samples,
+        "n_outcomes": n_outcomes,
+        "average": average,
+        "seed": seed,
+    }
+    return JointLoop(vi, fit, float(scale), eps_theta, loss, kind, estimator, outcomes, settings)
+
+
+def _adam_ascent(
+    param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int, lr: float
+) -> None:
+    """One Adam step up the gradient, in place (Kingma and Ba's bias-corrected moments)."""
+    b1, b2 = ADAM_BETAS
+    m *= b1
+    m += (1 - b1) * grad
+    v *= b2
+    v += (1 - b2) * grad**2
+    m_hat = m / (1 - b1**step)
+    v_hat = v / (1 - b2**step)
+    param += lr * m_hat / (np.sqrt(v_hat) + ADAM_EPS)

@@ -1,0 +1,164 @@
+"""The paper's joint LCVI optimisation (stanflow.lcvi.joint) against independent truths.
+
+- The joint templates ``stan/lcvi/*_joint.stan``: their utility term, read off
+  the in-process log density at weight 1 minus weight 0, equals the NumPy
+  estimator at the same ``(theta, h, eps_y)``; their gradient (in the model's
+  parameters, ``h`` and ``eps_y``) equals central finite differences of the
+  log density.
+- The normal mean (``theta ~ N(0, 10^2)``, ``y_n ~ N(theta, 1)``): plain VI by
+  the in-process optimiser (weight 0) is the exact Gaussian posterior; LCVI with
+  fresh outcome samples reaches the optimum of ``ELBO + U`` in closed form.
+  With fresh samples the outcome expectation is exact in expectation: for
+  ``q = N(m, s^2)`` the outcome is ``N(m, s^2 + 1)``, the optimal decision its
+  ``tau``-quantile ``m + sqrt(s^2 + 1) z_tau``, and there
+  ``U = -(N / M) sqrt(s^2 + 1) phi(z_tau)``, which leaves ``m`` at the
+  posterior mean and shrinks ``s`` to the maximiser of
+  ``-s^2 (1/10^2 + N) / 2 + log s + U(s)`` (scipy, 1-D).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize_scalar
+from scipy.stats import norm
+
+from stanflow.lcvi import run_lcvi_joint
+from stanflow.lcvi.joint import joint_model
+from stanflow.lcvi.mf import matrix_factorisation, split_cells
+from stanflow.lcvi.problem import eight_schools, normal_mean
+from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
+from stanflow.losses import bound_loss
+from stanflow.workflows import DATA_DIR
+
+pytestmark = pytest.mark.e2e
+
+SCHOOLS = eight_schools(json.loads((DATA_DIR / "eight_schools.json").read_text()))
+LOSS = bound_loss("check", tau=0.2)
+Y = np.array([0.3, -0.5, 1.1, 0.6])
+PRIOR_SD, TAU, M = 10.0, 0.2, 0.5
+
+
+def _utility_from_log_density(problem, z, h, eps_y, kind, scale, estimator):
+    """log density at weight 1 minus at weight 0, at unconstrained ``(z, h, eps_y)``."""
+    S = eps_y.shape[0]
+    point = np.concatenate([z, h, eps_y.ravel(order="F")])  # Stan: column-major
+    values = [
+        joint_model(problem, LOSS, kind, scale, estimator, S, weight).log_density(
+            point, propto=False
+        )
+        for weight in (1.0, 0.0)
+    ]
+    return values[0] - values[1]
+
+
+@pytest.mark.parametrize(
+    "kind, scale, estimator",
+    [("linear", 40.0, "linearised"), ("linear", 40.0, "naive"), ("exp", 0.1, "naive")],
+)
+def test_eight_schools_joint_utility_term_matches_numpy(cmdstan, kind, scale, estimator):
+    rng = np.random.default_rng(11)
+    theta = rng.normal(5.0, 4.0, size=8)
+    z = np.concatenate([[4.0, np.log(3.0)], theta])  # (mu, log tau, theta)
+    eps_y, h = rng.standard_normal((6, 8)), rng.normal(5.0, 5.0, size=8)
+    expected = utility_per_theta(
+        normal_outcomes(theta[None], SCHOOLS.sd, eps_y), h, LOSS, kind, scale, estimator
+    )[0]
+    got = _utility_from_log_density(SCHOOLS, z, h, eps_y, kind, scale, estimator)
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_matrix_factorisation_joint_utility_term_matches_numpy(cmdstan):
+    rng = np.random.default_rng(4)
+    I, J, K = 6, 5, 2
+    problem = matrix_factorisation(rng.normal(size=(I, J)), split_cells((I, J), rng), K=K)
+    U, V = rng.normal(size=(I, K)), rng.normal(size=(J, K))
+    z = np.concatenate([U.ravel(order="F"), V.ravel(order="F")])
+    loc = problem.location(z[None])
+    eps_y, h = rng.standard_normal((2, problem.n)), rng.normal(size=problem.n)
+    expected = utility_per_theta(
+        normal_outcomes(loc, problem.sd, eps_y), h, LOSS, "exp", 0.6, "linearised"
+    )[0]
+    got = _utility_from_log_density(problem, z, h, eps_y, "exp", 0.6, "linearised")
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
+
+
+def test_joint_gradient_equals_finite_differences(cmdstan):
+    model = joint_model(SCHOOLS, LOSS, "linear", 40.0, "naive", 3, 1.0)
+    rng = np.random.default_rng(2)
+    point = np.concatenate(
+        [[4.0, np.log(3.0)], rng.normal(5.0, 4.0, 8), rng.normal(5.0, 5.0, 8), rng.standard_normal(24)]
+    )
+    _, grad = model.log_density_gradient(point, propto=False)
+    step = 1e-6
+    finite = np.array(
+        [
+            (model.log_density(point + step * e, propto=False)
+             - model.log_density(point - step * e, propto=False)) / (2 * step)
+            for e in np.eye(point.size)
+        ]
+    )
+    # the check loss is piecewise linear: no kink lies within `step` of this point
+    assert np.allclose(grad, finite, rtol=1e-6, atol=1e-6)
+    assert np.any(grad[10:18] != 0) and np.any(grad[18:] != 0)  # h and eps_y enter
+
+
+@pytest.fixture(scope="module")
+def normal_mean_joint(cmdstan):
+    problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
+    return run_lcvi_joint(
+        problem, "check", tau=TAU, scale=M, iter=10_000, lr=0.05, average=0.5, seed=2
+    )
+
+
+def test_plain_vi_by_the_joint_optimiser_is_the_exact_posterior(normal_mean_joint):
+    precision = 1 / PRIOR_SD**2 + Y.size
+    vi = normal_mean_joint.vi
+    assert vi.mu[0] == pytest.approx(Y.sum() / precision, abs=0.01)
+    assert np.exp(vi.omega[0]) == pytest.approx(precision**-0.5, rel=0.02)
+
+
+def test_joint_lcvi_reaches_the_closed_form_optimum(normal_mean_joint):
+    precision = 1 / PRIOR_SD**2 + Y.size
+    z_tau = norm.ppf(TAU)
+
+    def negative_objective(s: float) -> float:
+        return s**2 * precision / 2 - np.log(s) + Y.size / M * np.sqrt(s**2 + 1) * norm.pdf(z_tau)
+
+    s_star = minimize_scalar(negative_objective, bounds=(0.01, 2.0), method="bounded").x
+    m_star = Y.sum() / precision
+    h_star = m_star + np.sqrt(s_star**2 + 1) * z_tau
+    assert s_star < 0.85 * precision**-0.5  # calibration shrinks q well beyond the noise
+    fit = normal_mean_joint.lcvi
+    assert fit.mu[0] == pytest.approx(m_star, abs=0.01)
+    assert np.exp(fit.omega[0]) == pytest.approx(s_star, rel=0.02)
+    assert np.allclose(fit.h, h_star, atol=0.015)
+    assert fit.record["iteration"][-1] == 10_000
+
+
+@pytest.mark.parametrize(
+    "options, match",
+    [
+        ({"outcomes": "stale"}, "outcomes"),
+        ({"iter": 0}, "iter"),
+        ({"grad_samples": 1.5}, "grad_samples"),
+        ({"lr": -0.1}, "lr"),
+        ({"average": 1.0}, "average"),
+        ({"kind": "log"}, "kind"),
+        ({"estimator": "exact"}, "estimator"),
+        ({"scale": -1.0}, "scale"),
+    ],
+)
+def test_bad_input_fails_before_any_compilation(options, match):
+    problem = normal_mean(Y, 1.0)
+    with pytest.raises(ValueError, match=match):
+        run_lcvi_joint(problem, "check", tau=TAU, **options)
+
+
+def test_a_template_without_a_joint_variant_is_named():
+    problem = replace(normal_mean(Y, 1.0), template="models/eight_schools")
+    with pytest.raises(ValueError, match="models/eight_schools"):
+        run_lcvi_joint(problem, "check", tau=TAU)
