@@ -49,7 +49,7 @@ from stanflow.models import (
     program_path,
 )
 from stanflow.qpaths.logistic import LogisticTarget, load_uci
-from stanflow.qpaths.smc import smc
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.stan_density import StanLogDensity
 
 LOG_Z = -391.494

@@ -2,7 +2,7 @@
 
 The setting of the authors' numba SMC timing (about 1 s CPU per run with the
 fixed schedule of 10 temperatures, 2 to 3 s with the adaptive one, on this
-machine kind): ``stanflow.qpaths.smc.smc`` with random-walk moves, one move
+machine kind): ``stanflow.qpaths.annealing.smc`` with random-walk moves, one move
 per temperature, for the geometric path (q = 1) and the q-path of the ESS
 heuristic (``stanflow.qpaths.choose_q.heuristic_q``, fitted on 10^4 prior
 draws for beta_1 = 1/9). Each configuration is run ``--runs`` times, one
@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.logistic import load_uci
-from stanflow.qpaths.smc import smc
+from stanflow.qpaths.annealing import smc
 
 LOG_Z = -391.494
 REFERENCE = {"fixed_cpu_s": 1.0, "adaptive_cpu_s": [2.0, 3.0]}

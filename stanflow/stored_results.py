@@ -151,8 +151,10 @@ def lookup(summary: Mapping[str, Any], path: str) -> Any:
     """The value at dotted ``path`` in ``summary``, e.g. ``"median.n100.omega_gpc_path"``.
 
     A part indexes a list when the value there is a list (``interval.0``); a
-    mapping key containing dots matches the shortest run of parts equal to it
-    (``by_omega.0.25.path_ess``).
+    mapping key containing dots matches a run of parts equal to it
+    (``by_omega.0.25.path_ess``): the shortest run with which the rest of the
+    path resolves (so ``paths.q=0.5.mean`` finds the key ``q=0.5`` beside
+    ``q=0``).
 
     Raises
     ------
@@ -160,24 +162,35 @@ def lookup(summary: Mapping[str, Any], path: str) -> Any:
         If the path leads nowhere; the message names the missing part and the
         keys available there.
     """
-    parts, value, i = path.split("."), summary, 0
-    while i < len(parts):
-        where = ".".join(parts[:i]) or "the summary"
-        if isinstance(value, Mapping):
-            keys = [".".join(parts[i:j]) for j in range(i + 1, len(parts) + 1)]
-            key = next((k for k in keys if k in value), None)
-            if key is None:
-                raise ResultsError(
-                    f"{path!r}: no key {parts[i]!r} in {where} (keys: {', '.join(map(str, value))})"
-                )
-            value, i = value[key], i + key.count(".") + 1
-        elif isinstance(value, Sequence) and not isinstance(value, str):
-            if not (parts[i].isdigit() and int(parts[i]) < len(value)):
-                raise ResultsError(f"{path!r}: {where} is a list of {len(value)}, not indexed by {parts[i]!r}")
-            value, i = value[int(parts[i])], i + 1
-        else:
-            raise ResultsError(f"{path!r}: {where} is a {type(value).__name__}, not a mapping or list")
-    return value
+    found = _lookup(summary, path.split("."), 0, path)
+    if isinstance(found, ResultsError):
+        raise found
+    return found
+
+
+def _lookup(value: Any, parts: list[str], i: int, path: str) -> Any:
+    """:func:`lookup` from ``parts[i]`` on; a :class:`ResultsError` (returned) if it fails."""
+    if i == len(parts):
+        return value
+    where = ".".join(parts[:i]) or "the summary"
+    if isinstance(value, Mapping):
+        keys = [".".join(parts[i:j]) for j in range(i + 1, len(parts) + 1)]
+        first_error = None
+        for key in (k for k in keys if k in value):
+            found = _lookup(value[key], parts, i + key.count(".") + 1, path)
+            if not isinstance(found, ResultsError):
+                return found
+            first_error = first_error or found
+        return first_error or ResultsError(
+            f"{path!r}: no key {parts[i]!r} in {where} (keys: {', '.join(map(str, value))})"
+        )
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        if not (parts[i].isdigit() and int(parts[i]) < len(value)):
+            return ResultsError(
+                f"{path!r}: {where} is a list of {len(value)}, not indexed by {parts[i]!r}"
+            )
+        return _lookup(value[int(parts[i])], parts, i + 1, path)
+    return ResultsError(f"{path!r}: {where} is a {type(value).__name__}, not a mapping or list")
 
 
 class _SummaryFormatter(string.Formatter):

@@ -28,7 +28,7 @@ from stanflow.gibbs import (
     calibrate_safebayes,
     gibbs_path,
 )
-from stanflow.qpaths.smc import ais, smc
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.ti import thermodynamic_integration
 from stanflow.wbb import wbb_lasso
 

@@ -19,6 +19,7 @@ import stanflow.gibbs as gibbs_package
         ("information", ["calibrate_holmes_walker"]),
         ("gpc", ["calibrate_gpc"]),
         ("safebayes", ["calibrate_safebayes"]),
+        ("safebayes_averaging", ["calibrate_safebayes_averaged"]),
         ("path_calibration", ["calibrate_path"]),
         ("path", ["LearningRatePath", "gibbs_path"]),
         ("priors", ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"]),
@@ -43,6 +44,7 @@ def test_every_exported_name_exists_and_calibrations_share_one_family():
         "calibrate_holmes_walker",
         "calibrate_gpc",
         "calibrate_safebayes",
+        "calibrate_safebayes_averaged",
         "calibrate_path",
     }
 

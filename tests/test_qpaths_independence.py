@@ -8,14 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.kernels import evaluate
-from stanflow.qpaths.reference_log_z import (
+from stanflow.qpaths.reference import (
     FinalParticles,
     reference_log_z,
     t_importance_log_z,
 )
-from stanflow.qpaths.smc import smc
 
 C, MU, SIGMA = 2.0, 3.0, 0.5
 

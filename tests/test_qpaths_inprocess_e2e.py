@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from stanflow.models import program_path
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.logistic import load_uci
-from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 
 pytestmark = pytest.mark.e2e

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.special import log_expit
 
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.logistic import CHUNK, LogisticTarget, load_uci
-from stanflow.qpaths.smc import smc
 
 
 def small_target(n=30, seed=0):

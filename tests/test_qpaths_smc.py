@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from stanflow.qpaths import log_incremental_weight
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.kernels import Particles, _weights_from, resample
-from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.ti import thermodynamic_integration
 
 C, MU, SIGMA = 2.0, 3.0, 0.5

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from stanflow.qpaths import log_qpath
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.kernels import evaluate
-from stanflow.qpaths.smc import ais, smc
 from stanflow.qpaths.stan_moves import StanMoves
 
 pytestmark = pytest.mark.e2e

@@ -65,6 +65,10 @@ def test_lookup_follows_keys_indices_and_dotted_keys():
         lookup(SUMMARY, "counts.pth")
     with pytest.raises(ResultsError, match="interval is a list of 2, not indexed by '2'"):
         lookup(SUMMARY, "interval.2")
+    # a key that is a prefix of another dotted key: the path that resolves wins
+    paths = {"q=0": {"mean": [1.0]}, "q=0.5": {"mean": [2.0]}}
+    assert lookup({"paths": paths}, "paths.q=0.5.mean.0") == 2.0
+    assert lookup({"paths": paths}, "paths.q=0.mean.0") == 1.0
 
 
 def test_template_formats_each_value_at_its_precision():

@@ -39,7 +39,7 @@ from stanflow import gibbs
 from stanflow.gibbs import grid
 from stanflow.lcvi import normal_mean, run_lcvi
 from stanflow.losses import loss_function
-from stanflow.qpaths.smc import smc
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.stan_density import stan_log_density
 from stanflow.wbb.inprocess import wbb_glm_inprocess
 from stanflow.workflows import main

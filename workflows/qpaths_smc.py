@@ -3,7 +3,7 @@
 The SMC experiment of Masrani, Brekelmans et al. (UAI 2021), "q-Paths:
 Generalizing the geometric annealing path using power means": predictors
 scaled to mean 0 and sd 0.5, intercept, labels +-1, prior ``N(0, 5^2 I)``
-(``stanflow.qpaths.logistic``, float32 kernel). SMC (``stanflow.qpaths.smc.smc``,
+(``stanflow.qpaths.logistic``, float32 kernel). SMC (``stanflow.qpaths.annealing.smc``,
 random-walk moves) with 10^4 particles, ``M`` moves per temperature, the fixed
 schedule of 10 linearly spaced temperatures and the adaptive schedule (ESS =
 N/2), ``R`` independent runs of every path:
@@ -21,7 +21,7 @@ N/2), ``R`` independent runs of every path:
 
 Errors are ``|log Z_hat - log Z|`` per run, summarised by the median, the MAD
 (median absolute deviation from the median, unscaled) and the range.
-``log Z`` is a reference per dataset (``stanflow.qpaths.reference_log_z``):
+``log Z`` is a reference per dataset (``stanflow.qpaths.reference``):
 geometric adaptive SMC runs with independence Metropolis-Hastings moves
 (``stanflow.qpaths.independence``), then importance sampling from a Student-t
 fitted to each run's final particles; the runs' estimates, with their
@@ -56,12 +56,12 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import joint_heuristic
 from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.logistic import DATASETS, LogisticTarget, load_uci
-from stanflow.qpaths.reference_log_z import reference_log_z
-from stanflow.qpaths.smc import smc
+from stanflow.qpaths.reference import reference_log_z
 from stanflow.workflows import main, save_figure, write_json
 
 DESCRIPTION = (
@@ -118,7 +118,7 @@ SETTINGS = {
 """Full and quick (``--quick``) settings. The full table (2 datasets x 2
 schedules x 3 M x 4 paths x 5 runs of 10^4 particles) was sized from the
 measured cost of one run on the loaded 2-core machine (Pima, fixed schedule,
-M = 1: 3.7 s wall; Sonar: 6-10 s) to about 90 minutes of wall time."""
+M = 1: 3.7 s wall; Sonar: 6-10 s) to at most 90 minutes of wall time (the stored run: 61)."""
 
 
 def cell_seed(*key: int) -> int:

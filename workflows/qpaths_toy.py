@@ -24,7 +24,7 @@ Then ``log Z`` of unnormalised Gaussian targets, with the exact value known:
 - ``gauss5d``: base ``N(0, I_5)``, target ``exp(-2) N(3, 0.5^2 I_5)`` (log Z = -2);
 
 estimated by thermodynamic integration, AIS and adaptive SMC
-(``stanflow.qpaths.smc``) on the geometric path and a q-path. AIS runs on
+(``stanflow.qpaths.annealing``) on the geometric path and a q-path. AIS runs on
 the TI schedule (quick: 41 betas, 2 moves) or, in the full run, on it refined
 twice (401 betas, 5 moves): AIS has no resampling, and on the coarse quick
 schedule its estimate is biased low (``AIS_NOTE``, ``final_ess_fraction``).
@@ -52,7 +52,7 @@ from scipy import stats
 from stanflow import arviz_compat
 from stanflow.idata import save
 from stanflow.qpaths import gaussian_moment_average, log_qpath
-from stanflow.qpaths.smc import ais, smc
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.ti import thermodynamic_integration
 from stanflow.workflows import main, save_figure
 

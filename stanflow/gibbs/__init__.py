@@ -10,7 +10,9 @@
   (:mod:`~stanflow.gibbs.information`, ``tr(H) / tr(J)``),
   :func:`calibrate_gpc` (:mod:`~stanflow.gibbs.gpc`, Syring and Martin's
   bootstrap; its Stan backend :mod:`~stanflow.gibbs.gpc_stan`) and
-  :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`);
+  :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`), and
+  :func:`calibrate_safebayes_averaged` for model averaging over nested
+  normal linear models (:mod:`~stanflow.gibbs.safebayes_averaging`);
 - :mod:`~stanflow.gibbs.sampling`: the Stan templates (``stan/gibbs/``) compiled
   with a loss and a prior, sampled into InferenceData;
 - :mod:`~stanflow.gibbs.path`: the learning-rate path, every Gibbs posterior from
@@ -28,6 +30,7 @@ from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.safebayes import calibrate_safebayes
+from stanflow.gibbs.safebayes_averaging import calibrate_safebayes_averaged
 from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "calibrate_path",
     "calibrate_plugin",
     "calibrate_safebayes",
+    "calibrate_safebayes_averaged",
     "get_prior",
     "gibbs_model",
     "gibbs_path",

@@ -91,7 +91,11 @@ def plateau_end(
     ndarray, shape (R,)
         The bracket's upper end after the bisection (within ``(high / low)^(2^-iterations)``).
     """
+    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
+        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
     low, high = np.array(low, dtype=float), np.array(high, dtype=float)
+    if low.shape != high.shape or not np.all((low > 0) & (low < high)):
+        raise ValueError("low and high must have one shape with 0 < low < high")
     if np.any(count(low) < level) or np.any(count(high) >= level):
         raise ValueError(
             f"the bracket does not hold the crossing of {level} covering resamples "
@@ -130,6 +134,8 @@ def fixed_points(
     """
     if not 0 < bracket[0] < bracket[1] < np.inf:
         raise ValueError(f"bracket must be (low, high) with 0 < low < high, got {bracket!r}")
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise ValueError(f"rows must be an int >= 1, got {rows!r}")
     start = np.full(rows, float(bracket[0]))
     stop = np.full(rows, float(bracket[1]))
     upper = plateau_end(count, target, start, stop)

@@ -18,10 +18,9 @@ likelihood
               + log Gamma(a) - a log b,
 
 which at ``eta = 1`` is the multivariate Student-t marginal likelihood of the
-conjugate model (:func:`power_log_marginal`). Point by point the updates are
-rank one: with ``r = y_i - x_i' m`` and ``v = x_i' P^-1 x_i``, ``log Z`` grows by
-``-(eta/2) log(2 pi) - log(1 + eta v)/2 + log Gamma(a') - log Gamma(a) + a log b - a' log b'``,
-``a' = a + eta/2``, ``b' = b + eta r^2 / (2 (1 + eta v))``.
+conjugate model (:func:`power_log_marginal`). :func:`sequential_models` evaluates it after
+every point for every model from one Cholesky factor of the largest model's
+precision (the nested models' precisions and factors are its leading blocks).
 
 SafeBayes scores every point before it is seen (:func:`sequential_models`
 per model, :func:`mixture_losses` for the mixture over models):
@@ -32,8 +31,8 @@ per model, :func:`mixture_losses` for the mixture over models):
   ``beta_bar = sum_p w_p m_p`` (a smaller model's coefficients padded with
   zeros) and ``sigma2_bar = sum_p w_p b_p / (a_p - 1)`` (``b_p / a_p`` while ``a_p <= 1``);
 
-with ``w_p`` the posterior model weights given the points before ``i``, and
-picks the ``eta`` of the smallest cumulative loss
+with ``r = y_i - x_i' m_p``, ``v = x_i' P_p^-1 x_i`` and ``w_p`` the posterior
+model weights given the points before ``i``, and picks the ``eta`` of the smallest cumulative loss
 (:func:`stanflow.gibbs.safebayes.choose_eta`).
 """
 

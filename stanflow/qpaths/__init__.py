@@ -7,7 +7,7 @@
   two Gaussians in closed form (Grosse et al. 2013), for comparison;
 - :mod:`~stanflow.qpaths.kernels`: the building blocks (particles, weights,
   resampling, the adaptive schedule, vectorised random-walk Metropolis);
-- :mod:`~stanflow.qpaths.smc`: SMC (adaptive or fixed schedule, pluggable move
+- :mod:`~stanflow.qpaths.annealing`: SMC (adaptive or fixed schedule, pluggable move
   kernels) and AIS, returning ``InferenceData`` with an ``smc`` group;
 - :mod:`~stanflow.qpaths.ti`: thermodynamic integration;
 - :mod:`~stanflow.qpaths.stan_moves`: NUTS moves through the q-path Stan
@@ -19,7 +19,7 @@
   the first ``beta`` from one ESS target);
 - :mod:`~stanflow.qpaths.independence`: independence Metropolis-Hastings moves
   from a Gaussian fitted to the particles;
-- :mod:`~stanflow.qpaths.reference_log_z`: reference ``log Z`` by importance
+- :mod:`~stanflow.qpaths.reference`: reference ``log Z`` by importance
   sampling from a Student-t fitted to SMC particles;
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
   Pima and Sonar data with a vectorised log-likelihood;
@@ -32,6 +32,7 @@ NUTS form, the choice of ``q``) are exported here.
 See ``docs/qpaths.md``.
 """
 
+from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import JointChoice, joint_heuristic
 from stanflow.qpaths.independence import gaussian_independence_moves
@@ -46,8 +47,7 @@ from stanflow.qpaths.qmath import (
     log_qpath,
     q_from_delta,
 )
-from stanflow.qpaths.reference_log_z import reference_log_z
-from stanflow.qpaths.smc import ais, smc
+from stanflow.qpaths.reference import reference_log_z
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 from stanflow.qpaths.stan_moves import StanMoves
 from stanflow.qpaths.stan_ti import thermodynamic_integration_stan

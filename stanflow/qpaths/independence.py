@@ -1,6 +1,6 @@
 """Independence Metropolis-Hastings moves from a Gaussian fitted to the particles.
 
-A move kernel for :func:`stanflow.qpaths.smc.smc` and :func:`~stanflow.qpaths.smc.ais`
+A move kernel for :func:`stanflow.qpaths.annealing.smc` and :func:`~stanflow.qpaths.annealing.ais`
 (the :data:`~stanflow.qpaths.kernels.MoveKernel` signature). Before the moves,
 the particles' mean ``m`` and covariance ``C`` give the proposal
 ``g = N(m, scale^2 C)``; every particle proposes an independent draw ``y ~ g``
@@ -46,7 +46,7 @@ def gaussian_independence_moves(
     beta, q : float
         The target ``pi_{beta,q}``.
     log_pi0, log_pi1 : callable
-        As for :func:`stanflow.qpaths.smc.smc`.
+        As for :func:`stanflow.qpaths.annealing.smc`.
     n_moves : int
         At least 1.
 

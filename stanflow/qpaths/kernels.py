@@ -9,7 +9,7 @@ The densities are vectorised callables on particles ``z`` of shape ``(N, d)``::
 Here: the particles and their checked evaluation, weights (:func:`log_mean_exp`,
 :func:`ess`), :func:`resample`, the adaptive schedule (:func:`next_beta`) and
 the random-walk Metropolis kernel (:func:`rwm_move`, :func:`rwm_moves`). The
-loops over temperatures and runs are in :mod:`~stanflow.qpaths.smc` (SMC, AIS)
+loops over temperatures and runs are in :mod:`~stanflow.qpaths.annealing` (SMC, AIS)
 and :mod:`~stanflow.qpaths.ti` (thermodynamic integration).
 """
 

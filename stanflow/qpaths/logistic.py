@@ -47,7 +47,7 @@ class LogisticTarget:
     """Design matrix ``X`` (shape ``(n, d)``, intercept first) and labels ``y`` (+-1).
 
     The attributes ``log_pi0``, ``sample_pi0`` and ``log_pi1`` are the
-    callables :func:`stanflow.qpaths.smc.smc` takes. ``kernel_dtype`` is the
+    callables :func:`stanflow.qpaths.annealing.smc` takes. ``kernel_dtype`` is the
     floating type of the log-likelihood's products and log-sigmoids
     (``"float32"`` is about 25% faster; the per-particle sums are always
     accumulated in float64, and for Pima they then differ from float64 by

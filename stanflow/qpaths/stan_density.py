@@ -3,8 +3,8 @@
 A q-path target is one Stan file: its ``model`` block is ``log pi1`` of the
 unconstrained parameters (Jacobian included, constants kept, so that ``Z`` is
 the integral the program's target defines). :class:`StanLogDensity` wraps the
-loaded program as the ``log_pi(z) -> (N,)`` callable that :func:`~stanflow.qpaths.smc.smc`,
-:func:`~stanflow.qpaths.smc.ais` and :func:`~stanflow.qpaths.ti.thermodynamic_integration`
+loaded program as the ``log_pi(z) -> (N,)`` callable that :func:`~stanflow.qpaths.annealing.smc`,
+:func:`~stanflow.qpaths.annealing.ais` and :func:`~stanflow.qpaths.ti.thermodynamic_integration`
 take, so no NumPy copy of the density is needed; the default random-walk moves
 only evaluate it.
 """

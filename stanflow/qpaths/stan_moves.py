@@ -38,7 +38,7 @@ DATA_KEYS = ("d", "n_base_params", "base_params", "n_target_params", "target_par
 
 
 class StanMoves:
-    """A move kernel for :func:`~stanflow.qpaths.smc.smc` / ``ais`` running NUTS.
+    """A move kernel for :func:`~stanflow.qpaths.annealing.smc` / ``ais`` running NUTS.
 
     Parameters
     ----------

@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.kernels import (
     LogDensity,
     MoveKernel,
@@ -23,7 +24,6 @@ from stanflow.qpaths.kernels import (
     Sampler,
     rwm_moves,
 )
-from stanflow.qpaths.smc import smc
 
 
 class FinalParticles:
@@ -124,14 +124,14 @@ def reference_log_z(
     Parameters
     ----------
     log_pi0, sample_pi0, log_pi1 : callable
-        As for :func:`stanflow.qpaths.smc.smc`.
+        As for :func:`stanflow.qpaths.annealing.smc`.
     seed : int
         Seeds the SMC runs and the importance draws.
     n_draws : int
         Importance draws per run.
     moves : callable, default :func:`~stanflow.qpaths.kernels.rwm_moves`
     **smc_options
-        Passed to :func:`~stanflow.qpaths.smc.smc` (``n_particles``,
+        Passed to :func:`~stanflow.qpaths.annealing.smc` (``n_particles``,
         ``n_moves``, ``target_ess``, ``n_runs``, ...); ``q`` and ``schedule``
         are not allowed (the path is geometric, the schedule adaptive).
 
