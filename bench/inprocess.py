@@ -48,8 +48,8 @@ from stanflow.models import (
     log_density_gradient_rows,
     program_path,
 )
-from stanflow.qpaths.logistic import LogisticTarget, load_uci
 from stanflow.qpaths.annealing import smc
+from stanflow.qpaths.logistic import LogisticTarget, load_uci
 from stanflow.qpaths.stan_density import StanLogDensity
 
 LOG_Z = -391.494

@@ -34,9 +34,9 @@ import numpy as np
 from _common import machine_info, print_table, write_results
 from threadpoolctl import threadpool_limits
 
+from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.logistic import load_uci
-from stanflow.qpaths.annealing import smc
 
 LOG_Z = -391.494
 REFERENCE = {"fixed_cpu_s": 1.0, "adaptive_cpu_s": [2.0, 3.0]}

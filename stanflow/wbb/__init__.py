@@ -33,7 +33,12 @@ See ``docs/wbb.md``.
 
 import importlib
 
-from stanflow.wbb.bayes_lasso import LassoMarginal, gibbs_lasso, lasso_log_density, lasso_log_marginal
+from stanflow.wbb.bayes_lasso import (
+    LassoMarginal,
+    gibbs_lasso,
+    lasso_log_density,
+    lasso_log_marginal,
+)
 from stanflow.wbb.bootstrap import Draws, wbb, wbb_lasso, wbb_ridge, wbb_trend_filter
 from stanflow.wbb.lasso import (
     LassoResult,
