@@ -28,7 +28,7 @@ import numpy as np
 
 from stanflow.gibbs.path_target import GibbsTarget
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
-from stanflow.qpaths.stan_moves import nuts_transitions
+from stanflow.qpaths.stan_moves import adapted_step_size, nuts_transitions
 
 
 def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
@@ -122,7 +122,7 @@ class NutsMoves:
         self.history.append(
             {"omega": omega, "step_size": self.step_size, "accept": accept, "seconds": seconds}
         )
-        self.step_size *= float(np.clip(np.exp(accept - self.target_accept), 0.5, 2.0))
+        self.step_size = adapted_step_size(self.step_size, accept, self.target_accept)
         return evaluate(moved, log_pi0, log_pi1), accept
 
     def _run(

@@ -135,8 +135,7 @@ class StanMoves:
                 "seconds": seconds,
             }
         )
-        factor = float(np.clip(np.exp(accept - self.target_accept), 0.5, 2.0))
-        self.step_size *= factor
+        self.step_size = adapted_step_size(self.step_size, accept, self.target_accept)
         return evaluate(moved, log_pi0, log_pi1), accept
 
     def _run(
@@ -161,6 +160,13 @@ class StanMoves:
             seed=int(rng.integers(2**63)),
             where=f"at beta = {beta}, q = {q}",
         )
+
+
+def adapted_step_size(step_size: float, accept: float, target_accept: float) -> float:
+    """The next call's NUTS step size: ``step_size * exp(accept - target_accept)``,
+    the factor clipped to ``[0.5, 2]`` (grows when the moves accepted more than
+    the target, shrinks when less)."""
+    return step_size * float(np.clip(np.exp(accept - target_accept), 0.5, 2.0))
 
 
 def nuts_transitions(
