@@ -41,7 +41,8 @@ import numpy as np
 from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
-from stanflow.lcvi.utility import ESTIMATORS, check_estimator, outcome_base_samples
+from stanflow.lcvi.stan import utility_fields
+from stanflow.lcvi.utility import check_estimator, outcome_base_samples
 from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss
 from stanflow.models import load, log_density_gradient_rows, program_path
@@ -154,15 +155,11 @@ def joint_model(
     then ``eps_y`` (``S x N``, column-major).
     """
     kind, scale = check_utility(kind, scale)
-    data = dict(problem.data) | {
-        "S": int(n_outcomes),
-        "n_loss_params": len(loss.params),
-        "loss_params": list(loss.params),
-        "utility": UTILITIES.index(kind) + 1,
-        "scale": scale,
-        "estimator": ESTIMATORS.index(estimator) + 1,
-        "weight": float(weight),
-    }
+    data = (
+        dict(problem.data)
+        | {"S": int(n_outcomes)}
+        | utility_fields(loss, kind, scale, estimator, weight)
+    )
     return load(
         program_path(joint_template(problem)),
         data,

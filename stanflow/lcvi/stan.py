@@ -90,10 +90,22 @@ def stan_data(
         )
     if not weight >= 0:
         raise ValueError(f"weight must be >= 0, got {weight!r}")
-    return dict(problem.data) | {
-        "S": eps_y.shape[0],
-        "eps_y": eps_y,
-        "h": h,
+    return (
+        dict(problem.data)
+        | {"S": eps_y.shape[0], "eps_y": eps_y, "h": h}
+        | utility_fields(loss, kind, scale, estimator, weight)
+    )
+
+
+def utility_fields(
+    loss: BoundLoss, kind: str, scale: float, estimator: str, weight: float
+) -> dict[str, Any]:
+    """The data fields of the utility term shared by every LCVI template.
+
+    ``loss_params``, ``utility``, ``scale``, ``estimator`` and ``weight``, from
+    arguments already checked (:func:`stan_data`).
+    """
+    return {
         "n_loss_params": len(loss.params),
         "loss_params": list(loss.params),
         "utility": UTILITIES.index(kind) + 1,
