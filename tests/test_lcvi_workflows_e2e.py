@@ -35,6 +35,11 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
         / np.array(summary["risk_vi_per_seed"])
     )
     assert summary["risk_reduction_pct_mean"] == pytest.approx(reduction.mean())
+    assert summary["seeds_reduced"] == int(np.sum(reduction > 0))
+    assert summary["risk_reduction_pct_range"] == pytest.approx(
+        {"min": reduction.min(), "max": reduction.max()}
+    )
+    assert summary["advi_iterations_range"]["max"] == max(summary["advi_iterations"])
     # Calibration lowers the risk of mean-field VI; the exact posterior has less still.
     assert summary["risk_lcvi"] < summary["risk_vi"]
     assert summary["risk_hmc"] < summary["risk_lcvi"]
@@ -45,8 +50,9 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
 
 def test_matrix_factorisation_workflow(cmdstan, tmp_path):
     summary = run_workflow("lcvi-mf", tmp_path, quick=True)
-    records = sorted((tmp_path / "runs").glob("seed-*-*.json"))
-    assert len(records) == 8  # 2 seeds x 4 losses, each written when done
+    for setting in ("code", "text"):
+        records = sorted((tmp_path / "runs" / setting).glob("seed-*-*.json"))
+        assert len(records) == 8  # 2 seeds x 4 losses, each written when done
     assert set(summary["risk_reduction_pct"]) == {
         "tilted_0.2",
         "tilted_0.5",
@@ -62,6 +68,25 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
         for r in runs:
             assert r["risk_vi"] > 0 and r["risk_lcvi"] > 0 and r["lcvi_blocks"] == 10
         assert summary["test_risk"][name]["reference"]["n_seeds"] == 10
+    # the text's setting: all sd 10 and u = M - l with M the plain-VI losses' 90th percentile
+    assert summary["settings"]["text"]["noise_sd"] == 10.0
+    assert summary["settings"]["text"]["utility"] == "linear"
+    assert summary["settings"]["code"] | {"source": None} == {
+        "noise_sd": 1.0, "prior_sd": 10.0, "utility": "exp", "source": None
+    }
+    text = summary["text"]
+    for name, runs in text["runs"].items():
+        assert text["risk_reduction_pct"][name]["mean"] == pytest.approx(
+            np.mean([r["reduction_pct"] for r in runs])
+        )
+        for r in runs:
+            assert r["config"]["setting"]["noise_sd"] == 10.0
+            assert r["risk_vi"] > 0 and r["risk_lcvi"] > 0
+        # M is a loss value (the 90th percentile), gamma its inverse
+        assert text["utility_scale_M90"][name]["mean"] > 0
+    for name in summary["runs"]:
+        gammas = [r["utility_scale"] for r in summary["runs"][name]]
+        assert all(g > 0 for g in gammas)
     # the four losses of a seed share one plain-VI run
     for seed in (1, 2):
         shared = {r["seconds_vi"] for runs in summary["runs"].values() for r in runs if r["seed"] == seed}
@@ -76,7 +101,7 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
     split = reference_split(Y.shape)
     cells = summary["interval_cells"]
     for name in ["tilted_0.2", "tilted_0.8"]:
-        with np.load(tmp_path / "runs" / f"seed-1-{name}-test-decisions.npz") as saved:
+        with np.load(tmp_path / "runs" / "code" / f"seed-1-{name}-test-decisions.npz") as saved:
             for method in ("vi", "lcvi"):
                 low, high = saved[f"interval_{method}"]
                 assert np.all((low <= saved[method][cells]) & (saved[method][cells] <= high))
@@ -88,6 +113,7 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
     # A rerun into the same folder reads the records instead of running again.
     again = run_workflow("lcvi-mf", tmp_path, quick=True)
     assert again["runs"] == summary["runs"]
+    assert again["text"] == summary["text"]
     assert again["user_mean_shift"] == summary["user_mean_shift"]
 
 

@@ -122,6 +122,11 @@ def run(out: Path, quick: bool) -> dict:
         "risk_vi_per_seed": risk_vi,
         "risk_lcvi_per_seed": risk_lcvi,
         "risk_reduction_pct_per_seed": reduction,
+        "risk_vi_range": _range(risk_vi),
+        "risk_reduction_pct_range": _range(reduction),
+        "seeds_reduced": int(np.sum(reduction > 0)),
+        "scale_M90_range": _range([loop.scale for loop in loops]),
+        "advi_iterations_range": _range([loop.steps[-1].state.iteration for loop in loops]),
         "lcvi_blocks": [len(loop.steps) - 1 for loop in loops],
         "advi_iterations": [loop.steps[-1].state.iteration for loop in loops],
         "settled": [loop.settled for loop in loops],
@@ -140,6 +145,11 @@ def run(out: Path, quick: bool) -> dict:
         },
         "quick": quick,
     }
+
+
+def _range(values) -> dict:
+    """Smallest and largest of ``values``."""
+    return {"min": float(np.min(values)), "max": float(np.max(values))}
 
 
 def _nuts(data: dict, iterations: int):
