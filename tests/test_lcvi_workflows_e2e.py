@@ -25,7 +25,7 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
         "n_seeds",
     ]:
         assert np.isfinite(summary[key]), key
-    assert summary["n_seeds"] == 2
+    assert summary["n_seeds"] == 2 and summary["seed"] == [1, 2]
     # LCVI stops at the budget of 2000 once settled, else goes on to at most 4000
     for settled, iterations in zip(summary["settled"], summary["advi_iterations"], strict=True):
         assert iterations in (2000, 3000, 4000) and (settled or iterations == 4000)
@@ -60,6 +60,7 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
         "squared",
     }
     assert summary["n_seeds"] == 2 and summary["shape"] == [200, 30]
+    assert summary["seed"] == [1, 2]
     for name, runs in summary["runs"].items():
         reductions = [r["reduction_pct"] for r in runs]
         assert summary["risk_reduction_pct"][name]["mean"] == pytest.approx(
@@ -86,7 +87,13 @@ def test_matrix_factorisation_workflow(cmdstan, tmp_path):
         assert text["utility_scale_M90"][name]["mean"] > 0
     for name in summary["runs"]:
         gammas = [r["utility_scale"] for r in summary["runs"][name]]
-        assert all(g > 0 for g in gammas)
+        assert summary["utility_scale_M90"][name]["mean"] == pytest.approx(np.mean(gammas))
+    for part in (summary, text):
+        runs = [r for records in part["runs"].values() for r in records]
+        plain = {r["seed"]: r["seconds_vi"] for r in runs}
+        assert part["compute_seconds"] == pytest.approx(
+            sum(plain.values()) + sum(r["seconds_lcvi"] for r in runs)
+        )
     # the four losses of a seed share one plain-VI run
     for seed in (1, 2):
         shared = {r["seconds_vi"] for runs in summary["runs"].values() for r in runs if r["seed"] == seed}

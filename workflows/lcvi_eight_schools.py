@@ -119,6 +119,7 @@ def run(out: Path, quick: bool) -> dict:
         "risk_reduction_pct_mean": float(reduction.mean()),
         "risk_reduction_pct_sd": float(reduction.std(ddof=1)),
         "n_seeds": len(loops),
+        "seed": list(seeds),
         "risk_vi_per_seed": risk_vi,
         "risk_lcvi_per_seed": risk_lcvi,
         "risk_reduction_pct_per_seed": reduction,

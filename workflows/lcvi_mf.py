@@ -49,8 +49,11 @@ for the code setting ``risk_reduction_pct`` (loss -> ``mean``, ``sd``),
 ``n_seeds``, ``test_risk`` (loss -> VI and LCVI mean and sd, ours and the
 reference's), ``user_mean_shift`` (loss -> mean, sd and 5/50/95 % quantiles
 over users), ``interval_width`` (loss -> mean 90 % width of VI and LCVI over
-the 12 cells), ``runs``; for the text setting ``text`` (its
-``risk_reduction_pct``, ``test_risk``, ``utility_scale_M90``, ``runs``).
+the 12 cells), ``utility_scale_M90`` (loss -> ``gamma`` mean and sd over
+seeds), ``compute_seconds`` (ADVI seconds in the records, summed: a resumed run's
+wall time is not its cost), ``runs``; for the text setting ``text`` (its
+``risk_reduction_pct``, ``test_risk``, ``utility_scale_M90`` (``M``),
+``compute_seconds``, ``runs``).
 Without the data file the workflow stops at once, naming the file and where
 it comes from.
 """
@@ -201,6 +204,7 @@ def run(out: Path, quick: bool) -> dict:
         "settings": {name: setting._asdict() for name, setting in SETTINGS.items()},
         "risk_reduction_pct": {name: ours[name]["reduction_pct"] for name in LOSSES},
         "n_seeds": len(experiment.seeds),
+        "seed": list(experiment.seeds),
         "test_risk": {
             name: {"stanflow": ours[name], "reference": published[name]}
             for name in LOSSES
@@ -219,15 +223,15 @@ def run(out: Path, quick: bool) -> dict:
             for name, saved in first.items()
         },
         "interval_cells": cells.tolist(),
+        "utility_scale_M90": _scales(results),
+        "compute_seconds": _compute_seconds(results),
         "runs": results,
         "text": {
             "setting": "text",
             "risk_reduction_pct": {name: text[name]["reduction_pct"] for name in LOSSES},
             "test_risk": text,
-            "utility_scale_M90": {
-                name: _mean_sd([r["utility_scale"] for r in runs])
-                for name, runs in text_results.items()
-            },
+            "utility_scale_M90": _scales(text_results),
+            "compute_seconds": _compute_seconds(text_results),
             "runs": text_results,
         },
         "shape": list(Y.shape),
@@ -352,6 +356,21 @@ def run_setting(
                         save(to_idata(problem, loop), out / "lcvi_mf.nc")
                 write_json(record_file, record)
     return results, first
+
+
+def _scales(results: dict[str, list[dict]]) -> dict:
+    """Per loss: the utility's scale (``gamma`` or ``M`` from M90), mean and sd over seeds."""
+    return {
+        name: _mean_sd([r["utility_scale"] for r in runs]) for name, runs in results.items()
+    }
+
+
+def _compute_seconds(results: dict[str, list[dict]]) -> float:
+    """Seconds of ADVI in the records: each seed's shared plain VI once, every LCVI part."""
+    plain = {r["seed"]: r["seconds_vi"] for runs in results.values() for r in runs}
+    return float(
+        sum(plain.values()) + sum(r["seconds_lcvi"] for runs in results.values() for r in runs)
+    )
 
 
 def _risks(results: dict[str, list[dict]]) -> dict:
