@@ -24,15 +24,28 @@
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
   Pima and Sonar data with a vectorised log-likelihood;
 - :mod:`~stanflow.qpaths.stan_density`: a base or target given as a Stan
-  program, evaluated in process (a new target is one Stan file).
+  program, evaluated in process (a new target is one Stan file);
+- :mod:`~stanflow.qpaths.bdmc`: AIS with HMC moves along q-paths for
+  latent-variable models (prior ``N(0, I)``), forward and reverse, and the BDMC
+  sandwich of ``log p(x)`` on simulated data;
+- :mod:`~stanflow.qpaths.vae`: a small VAE for binary images in NumPy (manual
+  backprop, Adam) whose decoder is the model of ``stan/qpaths/vae_decoder.stan``.
 
 The algorithms (``smc``, ``ais``, ``thermodynamic_integration`` and its Stan
-NUTS form, the choice of ``q``) are exported here.
+NUTS form, the choice of ``q``, forward and reverse AIS with HMC and the BDMC
+sandwich) are exported here.
 
 See ``docs/qpaths.md``.
 """
 
 from stanflow.qpaths.annealing import ais, smc
+from stanflow.qpaths.bdmc import (
+    LatentModel,
+    bdmc_sandwich,
+    forward_ais,
+    reverse_ais,
+    tune_step_size,
+)
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import JointChoice, joint_heuristic
 from stanflow.qpaths.independence import gaussian_independence_moves
@@ -55,12 +68,15 @@ from stanflow.qpaths.ti import thermodynamic_integration
 
 __all__ = [
     "JointChoice",
+    "LatentModel",
     "LogisticTarget",
     "StanLogDensity",
     "StanMoves",
     "ais",
+    "bdmc_sandwich",
     "dlog_qpath_dbeta",
     "exp_q",
+    "forward_ais",
     "gaussian_independence_moves",
     "gaussian_moment_average",
     "heuristic_q",
@@ -72,9 +88,11 @@ __all__ = [
     "q_from_delta",
     "q_grid",
     "reference_log_z",
+    "reverse_ais",
     "rwm_moves",
     "smc",
     "stan_log_density",
     "thermodynamic_integration",
     "thermodynamic_integration_stan",
+    "tune_step_size",
 ]
