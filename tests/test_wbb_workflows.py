@@ -108,15 +108,3 @@ def test_wbb_trend_filtering_quick(tmp_path):
     converged = draws.sample_stats["converged"].values[0]
     assert converged.sum() == summary["n_draws"]
     assert np.isfinite(draws.posterior["theta"].values[0, converged]).all()
-
-
-def test_wbb_nn_quick(tmp_path):
-    summary = run_workflow("wbb-nn", tmp_path, quick=True)
-    assert (tmp_path / "wbb_nn_accuracy.png").is_file()
-    assert summary["data"] == "sklearn 8x8 digits"
-    low, high = summary["accuracy_ci95"]
-    assert 0.8 < low <= summary["accuracy_mean"] <= high <= 1.0
-    assert summary["n_draws"] + summary["n_failed"] == 10
-    draws = idata.load(tmp_path / "wbb_nn.nc")
-    accuracy = draws.posterior["test_accuracy"].values[0]
-    assert np.nanmean(accuracy) == pytest.approx(summary["accuracy_mean"])

@@ -12,8 +12,9 @@
   process by its own L-BFGS, run on all draws of a batch at once in NumPy with
   one batched call of Stan's gradients (``bridgestan``) per iteration, no
   process per draw;
-- :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier trained by
-  full-batch L-BFGS with per-example loss weights;
+- :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier with per-example
+  loss weights, trained by full-batch L-BFGS or by minibatch Adam from each
+  draw's own random start;
 - :mod:`~stanflow.wbb.normal_means`: the exact toy (one normal observation,
   Laplace prior): WBB draws by soft thresholding, the exact posterior mean and
   the exact WBB mean;

@@ -24,11 +24,21 @@ cuts the iterations per draw), so the spread of the draws comes from the
 weights, not from the start.
 A draw has converged when L-BFGS stopped on its own criteria
 (``OptimizeResult.status == 0``) within ``max_iter`` iterations.
+
+:func:`train_adam` is the other solver: minibatch Adam for a fixed number of
+epochs, every draw from its own random (He) initialisation and its own
+minibatch order (``seeds``), the way a deep-learning framework trains a
+network. Each minibatch step follows the gradient of the unbiased estimate
+``(n / m) sum_{i in batch} w_i CE_i + lam * wp * sum_l ||W_l||^2`` of the same
+summed objective, so ``lam`` means the same in both solvers. It stops on its
+budget, not on a stationarity rule: what it reports (the full objective, its
+gradient and its relative decrease over the last epoch) says how far from a
+minimum a draw ended.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
@@ -194,20 +204,7 @@ def train(
     -------
     NetResult
     """
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2:
-        raise ValueError(f"X must be 2-dimensional (n, d), got shape {X.shape}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("X contains NaN or infinite values")
-    labels = np.asarray(labels)
-    if labels.shape != (X.shape[0],):
-        raise ValueError(f"labels must have shape ({X.shape[0]},), got {labels.shape}")
-    if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
-        raise ValueError("labels must be non-negative ints")
-    n_classes = int(labels.max()) + 1 if n_classes is None else n_classes
-    if labels.max() >= n_classes:
-        raise ValueError(f"labels must be < n_classes = {n_classes}")
-    sizes = layer_sizes(X.shape[1], hidden, n_classes)
+    X, labels, sizes = _check_problem(X, labels, hidden, n_classes)
     lam = check_lam(lam)
     w, wp = check_weights(weights, prior_weight, X.shape[0])
     gtol, ftol = check_positive(gtol, "gtol"), check_positive(ftol, "ftol")
@@ -223,3 +220,152 @@ def train(
         fits.append((res.x, res.status == 0, res.fun, np.abs(res.jac).max(), res.nit))
     params, converged, value, grad_norm, n_iter = (np.array(a) for a in zip(*fits))
     return NetResult(params, sizes, converged, value, grad_norm, n_iter)
+
+
+@dataclass(frozen=True)
+class AdamResult(NetResult):
+    """:class:`NetResult` of :func:`train_adam`, plus
+
+    Attributes
+    ----------
+    rel_decrease : ndarray, shape (B,)
+        ``(F_prev - F) / F`` of the full objective ``F`` over the last epoch
+        (``F_prev`` one epoch before the end; negative if it rose).
+    history : ndarray, shape (B, len(record_at))
+        ``evaluate(theta)`` at the epochs of ``record_at`` (0 = the start).
+    """
+
+    rel_decrease: np.ndarray
+    history: np.ndarray
+
+
+def train_adam(
+    X: np.ndarray,
+    labels: np.ndarray,
+    lam: float,
+    *,
+    seeds: Sequence[int],
+    hidden: Sequence[int] = (128, 64),
+    n_classes: int | None = None,
+    weights: np.ndarray | None = None,
+    prior_weight: float | np.ndarray = 1.0,
+    epochs: int = 20,
+    batch_size: int = 100,
+    step: float = 1e-3,
+    beta1: float = 0.9,
+    beta2: float = 0.999,
+    eps: float = 1e-7,
+    dtype: type = np.float32,
+    record_at: Sequence[int] = (),
+    evaluate: Callable[[np.ndarray], float] | None = None,
+) -> AdamResult:
+    """Train one network per weight draw by minibatch Adam, each from its own start.
+
+    Parameters
+    ----------
+    X, labels, lam, hidden, n_classes, weights, prior_weight
+        As in :func:`train`; ``weights`` of shape (B, n) (or ``None``: unit
+        weights for every seed).
+    seeds : sequence of int, length B
+        Draw ``b`` starts from ``init_params(sizes, seeds[b])`` and shuffles
+        its minibatches with a generator of ``SeedSequence(seeds[b], spawn_key=(1,))``.
+    epochs : int
+        Passes over the data (each a fresh random order).
+    batch_size : int
+        Examples per step (the last batch of an epoch may be smaller).
+    step, beta1, beta2, eps : float
+        Adam's step size and moment parameters (Keras's defaults).
+    dtype : numpy float type
+        Precision of the minibatch steps (float32 halves the cost); the
+        reported objective, gradient and ``rel_decrease`` are float64.
+    record_at : sequence of int
+        Increasing epochs (0..epochs) at which ``evaluate(theta)`` is recorded.
+    evaluate : callable, optional
+        ``evaluate(theta) -> float`` (e.g. test accuracy); needed if ``record_at``.
+
+    Returns
+    -------
+    AdamResult
+        ``converged`` is True for every draw whose parameters and objective are
+        finite (Adam stops on its budget; ``rel_decrease`` and ``grad_norm``
+        say how close to stationary it ended); ``n_iter`` counts steps.
+    """
+    X, labels, sizes = _check_problem(X, labels, hidden, n_classes)
+    lam = check_lam(lam)
+    n = X.shape[0]
+    seeds = np.asarray(seeds)
+    if seeds.ndim != 1 or seeds.size < 1 or not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
+        raise ValueError(f"seeds must be a 1-d sequence of non-negative ints, got {seeds!r}")
+    if weights is None:
+        weights = np.ones((seeds.size, n))
+    w, wp = check_weights(weights, prior_weight, n)
+    if w.shape[0] != seeds.size:
+        raise ValueError(f"seeds must have one entry per weight draw ({w.shape[0]}), got {seeds.size}")
+    epochs = check_max_iter(epochs, "epochs")
+    batch_size = check_max_iter(batch_size, "batch_size")
+    step = check_positive(step, "step")
+    eps = check_positive(eps, "eps")
+    for value, name in ((beta1, "beta1"), (beta2, "beta2")):
+        if not 0 <= value < 1:
+            raise ValueError(f"{name} must be in [0, 1), got {value!r}")
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be numpy.float32 or numpy.float64, got {dtype!r}")
+    record_at = [int(e) for e in record_at]
+    if any(e < 0 or e > epochs for e in record_at) or any(a >= b for a, b in pairwise(record_at)):
+        raise ValueError(f"record_at must increase within 0..epochs = {epochs}, got {record_at}")
+    if record_at and evaluate is None:
+        raise ValueError("record_at needs evaluate")
+    Xd = X.astype(dtype)
+    results = []
+    for b in range(seeds.size):
+        rng = np.random.default_rng(np.random.SeedSequence(int(seeds[b]), spawn_key=(1,)))
+        theta = init_params(sizes, int(seeds[b])).astype(dtype)
+        m, v = np.zeros_like(theta), np.zeros_like(theta)
+        wb, penalty = w[b].astype(dtype), lam * wp[b]
+        history = [evaluate(theta.astype(float)) for e in record_at if e == 0]
+        t, previous = 0, np.nan
+        for epoch in range(1, epochs + 1):
+            if epoch == epochs:
+                previous = objective(theta.astype(float), X, labels, sizes, w[b], penalty)[0]
+            order = rng.permutation(n)
+            for start in range(0, n, batch_size):
+                batch = order[start : start + batch_size]
+                # (n / m) sum over the batch: an unbiased estimate of the summed loss
+                scale = dtype(n / batch.size)
+                _, grad = objective(theta, Xd[batch], labels[batch], sizes, scale * wb[batch],
+                                    penalty)
+                t += 1
+                m = beta1 * m + (1 - beta1) * grad
+                v = beta2 * v + (1 - beta2) * grad * grad
+                m_hat = m / dtype(1 - beta1**t)
+                v_hat = v / dtype(1 - beta2**t)
+                theta -= dtype(step) * m_hat / (np.sqrt(v_hat) + dtype(eps))
+            history += [evaluate(theta.astype(float)) for e in record_at if e == epoch]
+        final = theta.astype(float)
+        value, grad = objective(final, X, labels, sizes, w[b], penalty)
+        finite = bool(np.isfinite(value) and np.all(np.isfinite(final)))
+        results.append((final, finite, value, np.abs(grad).max(), t, (previous - value) / abs(value),
+                        history))
+    params, converged, value, grad_norm, n_iter, rel, history = (np.array(a) for a in zip(*results))
+    return AdamResult(params, sizes, converged, value, grad_norm, n_iter, rel,
+                      history.reshape(seeds.size, len(record_at)))
+
+
+def _check_problem(
+    X: np.ndarray, labels: np.ndarray, hidden: Sequence[int], n_classes: int | None
+) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    """Checked float features, int labels and the layer sizes."""
+    X = np.asarray(X, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"X must be 2-dimensional (n, d), got shape {X.shape}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("X contains NaN or infinite values")
+    labels = np.asarray(labels)
+    if labels.shape != (X.shape[0],):
+        raise ValueError(f"labels must have shape ({X.shape[0]},), got {labels.shape}")
+    if not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise ValueError("labels must be non-negative ints")
+    n_classes = int(labels.max()) + 1 if n_classes is None else n_classes
+    if labels.max() >= n_classes:
+        raise ValueError(f"labels must be < n_classes = {n_classes}")
+    return X, labels, layer_sizes(X.shape[1], hidden, n_classes)
