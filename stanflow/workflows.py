@@ -25,6 +25,7 @@ import math
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
@@ -186,6 +187,47 @@ def write_json(path: Path, record: Mapping[str, Any]) -> Path:
     path = Path(path)
     text = json.dumps(_jsonable(record, path.stem), indent=2, allow_nan=False) + "\n"
     return write_text(path, text)
+
+
+class Checkpoint:
+    """Finished pieces of a long workflow, kept in one JSON file.
+
+    A piece is computed once: :meth:`get` returns the stored record when the
+    file was written with the same ``settings``, otherwise computes the piece,
+    adds its ``seconds`` and rewrites the file atomically. A file written with
+    other settings is ignored (and overwritten by the first new piece), so a
+    changed workflow never mixes its pieces with an old run's.
+
+    Parameters
+    ----------
+    path : Path
+        The JSON file, usually inside the workflow's output folder.
+    settings : mapping
+        Everything the pieces depend on, JSON-like.
+    """
+
+    def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.record: dict[str, Any] = {"settings": settings, "pieces": {}}
+        if self.path.is_file():
+            stored = json.loads(self.path.read_text())
+            if stored.get("settings") == json.loads(json.dumps(settings)):
+                self.record = stored
+
+    def get(
+        self, key: str, compute: Callable[..., dict], *args: Any, **kwargs: Any
+    ) -> dict:
+        """The piece ``key``: stored, or ``compute(*args, **kwargs)`` stored now."""
+        if key not in self.record["pieces"]:
+            start = time.perf_counter()
+            piece = compute(*args, **kwargs)
+            self.record["pieces"][key] = piece | {"seconds": time.perf_counter() - start}
+            write_json(self.path, self.record)
+        return self.record["pieces"][key]
+
+    def seconds(self) -> float:
+        """Wall seconds spent computing the stored pieces, over all runs into the folder."""
+        return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
 
 
 def write_text(path: Path, text: str) -> Path:

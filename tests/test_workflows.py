@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from stanflow import provenance, workflows
+from stanflow.workflows import Checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -212,3 +213,29 @@ def test_save_figure_requires_png(tmp_path):
     with pytest.raises(ValueError, match=r"path must end in \.png"):
         workflows.save_figure(fig, tmp_path / "x.pdf")
     assert not plt.fignum_exists(fig.number)
+
+
+def test_checkpoint_computes_each_piece_once_per_settings(tmp_path):
+    calls = []
+
+    def piece(value):
+        calls.append(value)
+        return {"value": value}
+
+    path = tmp_path / "runs.json"
+    first = Checkpoint(path, {"n": 1})
+    assert first.get("a", piece, 1)["value"] == 1
+    assert first.get("a", piece, 2)["value"] == 1  # stored: not computed again
+    assert calls == [1]
+    stored = json.loads(path.read_text())
+    assert stored["settings"] == {"n": 1} and stored["pieces"]["a"]["seconds"] >= 0
+    # a new run with the same settings resumes; with other settings it starts afresh
+    assert Checkpoint(path, {"n": 1}).get("a", piece, 3)["value"] == 1
+    assert Checkpoint(path, {"n": 2}).get("a", piece, 4)["value"] == 4
+    assert calls == [1, 4]
+    assert Checkpoint(path, {"n": 2}).seconds() == stored_seconds(path)
+    assert json.loads(path.read_text())["settings"] == {"n": 2}
+
+
+def stored_seconds(path):
+    return sum(piece["seconds"] for piece in json.loads(path.read_text())["pieces"].values())

@@ -76,7 +76,7 @@ from stanflow.qpaths.bdmc import (
 )
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.choose_q_joint import joint_heuristic
-from stanflow.workflows import main, save_figure, write_json
+from stanflow.workflows import Checkpoint, main, save_figure
 
 DESCRIPTION = (
     "AIS on a VAE trained on binarised digits: the BDMC gap (reverse minus forward AIS on "
@@ -130,26 +130,6 @@ def split(labels: np.ndarray, n_train: int, seed: int) -> tuple[np.ndarray, np.n
         for c in classes
     ])
     return np.sort(train), np.setdiff1d(np.arange(labels.size), train)
-
-
-class Checkpoint:
-    """Finished cells in ``out/qpaths_ais_runs.json``, valid for one set of settings."""
-
-    def __init__(self, path: Path, config: dict) -> None:
-        self.path = path
-        self.record = {"settings": config, "pieces": {}}
-        if path.is_file():
-            stored = json.loads(path.read_text())
-            if stored.get("settings") == json.loads(json.dumps(config)):
-                self.record = stored
-
-    def get(self, key: str, compute) -> dict:
-        if key not in self.record["pieces"]:
-            start = time.perf_counter()
-            piece = compute()
-            self.record["pieces"][key] = piece | {"seconds": time.perf_counter() - start}
-            write_json(self.path, self.record)
-        return self.record["pieces"][key]
 
 
 def trained_decoder(

@@ -42,12 +42,9 @@ errors and the settings. ``qpaths_smc.png``: median errors against ``1 - q``.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import matplotlib
 
@@ -62,7 +59,7 @@ from stanflow.qpaths.choose_q_joint import joint_heuristic
 from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.logistic import DATASETS, LogisticTarget, load_uci
 from stanflow.qpaths.reference import reference_log_z
-from stanflow.workflows import main, save_figure, write_json
+from stanflow.workflows import Checkpoint, main, save_figure
 
 DESCRIPTION = (
     "q-path SMC on Bayesian logistic regression (Pima, Sonar), 10^4 particles: error "
@@ -129,40 +126,6 @@ def cell_seed(*key: int) -> int:
 def q_key(q: float) -> int:
     """The bits of ``q`` as an integer (a seed component that tells every q apart)."""
     return int(np.float64(q).view(np.uint64))
-
-
-class Checkpoint:
-    """Finished pieces of a run, kept in ``out/qpaths_smc_runs.json``.
-
-    A piece is computed once: :meth:`get` returns the stored record if the file
-    was written with the same settings, otherwise computes it and rewrites
-    the file atomically.
-    """
-
-    def __init__(self, path: Path, settings: dict) -> None:
-        self.path = path
-        self.record = {"settings": settings, "pieces": {}}
-        if path.is_file():
-            stored = json.loads(path.read_text())
-            if stored.get("settings") == json.loads(json.dumps(settings)):
-                self.record = stored
-
-    def get(
-        self, key: str, compute: Callable[..., dict], *args: Any, **kwargs: Any
-    ) -> dict:
-        """The piece ``key``: stored, or ``compute(*args, **kwargs)`` stored now."""
-        if key not in self.record["pieces"]:
-            start = time.perf_counter()
-            piece = compute(*args, **kwargs)
-            self.record["pieces"][key] = piece | {
-                "seconds": time.perf_counter() - start
-            }
-            write_json(self.path, self.record)
-        return self.record["pieces"][key]
-
-    def seconds(self) -> float:
-        """Wall seconds spent computing the stored pieces, over all runs into the folder."""
-        return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
 
 
 def smc_runs(
