@@ -38,6 +38,7 @@ from typing import NamedTuple
 import bridgestan
 import numpy as np
 
+from stanflow.adam import adam_update
 from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.problem import Problem
@@ -251,7 +252,7 @@ def optimise(
             grad[:, D : D + N].mean(axis=0),
         )
         for p, g, (m, v) in zip(params, gradients, moments, strict=True):
-            _adam_ascent(p, g, m, v, step, lr)
+            adam_update(p, g, m, v, step, lr, betas=ADAM_BETAS, eps=ADAM_EPS, ascent=True)
         if step > iterations - n_average:
             for total, p in zip(sums, params, strict=True):
                 total += p
@@ -411,17 +412,3 @@ def run_lcvi_joint(
         "seed": seed,
     }
     return JointLoop(vi, fit, float(scale), eps_theta, loss, kind, estimator, outcomes, settings)
-
-
-def _adam_ascent(
-    param: np.ndarray, grad: np.ndarray, m: np.ndarray, v: np.ndarray, step: int, lr: float
-) -> None:
-    """One Adam step up the gradient, in place (Kingma and Ba's bias-corrected moments)."""
-    b1, b2 = ADAM_BETAS
-    m *= b1
-    m += (1 - b1) * grad
-    v *= b2
-    v += (1 - b2) * grad**2
-    m_hat = m / (1 - b1**step)
-    v_hat = v / (1 - b2**step)
-    param += lr * m_hat / (np.sqrt(v_hat) + ADAM_EPS)

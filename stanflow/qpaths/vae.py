@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
+from stanflow.adam import adam_update
 from stanflow.qpaths.bdmc import LatentModel
 
 ENCODER = ("We", "be", "Wm", "bm", "Wv", "bv")
@@ -290,7 +291,6 @@ def train_vae(
     params = init_vae(rng, x.shape[1], hidden, latent_dim)
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v = {k: np.zeros_like(v) for k, v in params.items()}
-    b1, b2, tiny = 0.9, 0.999, 1e-8
     step, history = 0, []
     for _ in range(n_epochs):
         order = rng.permutation(x.shape[0])
@@ -302,11 +302,7 @@ def train_vae(
             total += elbo * batch.shape[0]
             step += 1
             for k, g in grads.items():  # ascent on the ELBO
-                m[k] = b1 * m[k] + (1 - b1) * g
-                v[k] = b2 * v[k] + (1 - b2) * g**2
-                m_hat = m[k] / (1 - b1**step)
-                v_hat = v[k] / (1 - b2**step)
-                params[k] = params[k] + learning_rate * m_hat / (np.sqrt(v_hat) + tiny)
+                adam_update(params[k], g, m[k], v[k], step, learning_rate, ascent=True)
         history.append(total / x.shape[0])
     return Training(params, np.array(history), step)
 
