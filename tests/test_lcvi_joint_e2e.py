@@ -139,6 +139,19 @@ def test_joint_lcvi_reaches_the_closed_form_optimum(normal_mean_joint):
     assert fit.record["iteration"][-1] == 10_000
 
 
+def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
+    problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
+    options = {"scale": M, "iter": 300, "record_every": 100, "seed": 5}
+    both = run_lcvi_joint(problem, "check", tau=TAU, **options)
+    vi = run_lcvi_joint(problem, "check", tau=TAU, parts="vi", **options)
+    lcvi = run_lcvi_joint(problem, "check", tau=TAU, parts="lcvi", **options)
+    assert vi.lcvi is None and lcvi.vi is None
+    for alone, together in ((vi.vi, both.vi), (lcvi.lcvi, both.lcvi)):
+        for name in ("mu", "omega", "h", "decisions"):
+            assert np.array_equal(getattr(alone, name), getattr(together, name)), name
+    assert not np.array_equal(both.vi.mu, both.lcvi.mu)
+
+
 @pytest.mark.parametrize(
     "options, match",
     [
@@ -150,6 +163,8 @@ def test_joint_lcvi_reaches_the_closed_form_optimum(normal_mean_joint):
         ({"kind": "log"}, "kind"),
         ({"estimator": "exact"}, "estimator"),
         ({"scale": -1.0}, "scale"),
+        ({"parts": "decisions"}, "parts"),
+        ({"parts": "lcvi"}, "scale"),
     ],
 )
 def test_bad_input_fails_before_any_compilation(options, match):

@@ -14,8 +14,22 @@ from stanflow.workflows import run_workflow
 pytestmark = pytest.mark.e2e
 
 
-def test_eight_schools_workflow(cmdstan, tmp_path):
-    summary = run_workflow("lcvi-eight-schools", tmp_path, quick=True)
+@pytest.fixture(scope="module")
+def schools_quick(cmdstan, tmp_path_factory):
+    """The quick ``lcvi-eight-schools`` run: its summary and output folder."""
+    out = tmp_path_factory.mktemp("lcvi-eight-schools")
+    return run_workflow("lcvi-eight-schools", out, quick=True), out
+
+
+@pytest.fixture(scope="module")
+def mf_quick(cmdstan, tmp_path_factory):
+    """The quick ``lcvi-mf`` run: its summary and output folder."""
+    out = tmp_path_factory.mktemp("lcvi-mf")
+    return run_workflow("lcvi-mf", out, quick=True), out
+
+
+def test_eight_schools_workflow(schools_quick):
+    summary, tmp_path = schools_quick
     for key in [
         "risk_hmc",
         "risk_vi",
@@ -48,8 +62,8 @@ def test_eight_schools_workflow(cmdstan, tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text())["n_seeds"] == 2
 
 
-def test_matrix_factorisation_workflow(cmdstan, tmp_path):
-    summary = run_workflow("lcvi-mf", tmp_path, quick=True)
+def test_matrix_factorisation_workflow(mf_quick):
+    summary, tmp_path = mf_quick
     for setting in ("code", "text"):
         records = sorted((tmp_path / "runs" / setting).glob("seed-*-*.json"))
         assert len(records) == 8  # 2 seeds x 4 losses, each written when done
@@ -130,3 +144,58 @@ def test_matrix_factorisation_without_data_names_the_file(tmp_path, monkeypatch)
         FileNotFoundError, match="lastfm_counts_992x1003.csv.*Last.fm-1K"
     ):
         run_workflow("lcvi-mf", tmp_path / "out", quick=True)
+
+
+def test_joint_workflow(schools_quick, mf_quick, tmp_path):
+    summary = run_workflow("lcvi-joint", tmp_path, quick=True)
+    assert len(list((tmp_path / "runs" / "eight_schools").glob("seed-*.json"))) == 2 * 4
+    assert len(list((tmp_path / "runs" / "lastfm").glob("seed-*.json"))) == 2 * 5
+    schools = summary["eight_schools"]
+    lastfm = summary["lastfm"]
+    assert set(schools["methods"]) == {"loop", "fresh", "fixed"}
+    assert set(lastfm["tilted_0.2"]["methods"]) == {"loop", "fresh", "fixed"}
+    assert set(lastfm["tilted_0.8"]["methods"]) == {"loop", "fresh"}
+    # The loop is the LCVI workflows' own run, to the last digit: eight schools'
+    # per-seed risks, and lcvi-mf's records of the code setting for both losses.
+    reference_schools, _ = schools_quick
+    loop = schools["methods"]["loop"]
+    assert loop["risk_vi"]["per_seed"] == reference_schools["risk_vi_per_seed"]
+    assert loop["risk_lcvi"]["per_seed"] == reference_schools["risk_lcvi_per_seed"]
+    reference_mf, _ = mf_quick
+    for name in ("tilted_0.2", "tilted_0.8"):
+        records = sorted(reference_mf["runs"][name], key=lambda r: r["seed"])
+        loop = lastfm[name]["methods"]["loop"]
+        for key in ("risk_vi", "risk_lcvi"):
+            assert loop[key]["per_seed"] == [r[key] for r in records], (name, key)
+        assert [run[name]["scale"] for run in summary["runs"]["lastfm"]] == [
+            r["utility_scale"] for r in records
+        ]
+    # fresh and fixed share one plain VI per seed; the summary is the records'
+    for part in (schools, lastfm["tilted_0.2"]):
+        methods = part["methods"]
+        assert methods["fresh"]["risk_vi"] == methods["fixed"]["risk_vi"]
+    runs = summary["runs"]["eight_schools"]
+    for method, values in schools["methods"].items():
+        risk_vi = np.array([r[method]["risk_vi"] for r in runs])
+        risk_lcvi = np.array([r[method]["risk_lcvi"] for r in runs])
+        reduction = 100 * (risk_vi - risk_lcvi) / risk_vi
+        assert values["reduction_pct"]["mean"] == pytest.approx(reduction.mean())
+        assert values["reduction_pct"]["sd"] == pytest.approx(reduction.std(ddof=1))
+        assert values["seeds_reduced"] == int(np.sum(reduction > 0))
+        assert np.isfinite(values["objective"]["mean"]) and values["seconds"]["mean"] > 0
+    assert schools["paired"]["fixed_minus_fresh"]["risk_lcvi"]["per_seed"] == pytest.approx(
+        [r["fixed"]["risk_lcvi"] - r["fresh"]["risk_lcvi"] for r in runs]
+    )
+    assert lastfm["tilted_0.2"]["reference"]["n_seeds"] == 10
+    assert summary["compute_seconds"] == pytest.approx(
+        sum(r["compute_seconds"] for part in summary["runs"].values() for r in part)
+    )
+    assert (tmp_path / "risks.png").stat().st_size > 0
+    # A rerun reads every piece back; a piece of another configuration is named.
+    again = run_workflow("lcvi-joint", tmp_path, quick=True)
+    assert again["runs"] == summary["runs"]
+    piece = tmp_path / "runs" / "lastfm" / "seed-2-fresh-tilted_0.8.json"
+    record = json.loads(piece.read_text())
+    piece.write_text(json.dumps(record | {"config": record["config"] | {"K": 7}}))
+    with pytest.raises(ValueError, match="seed-2-fresh-tilted_0.8.json"):
+        run_workflow("lcvi-joint", tmp_path, quick=True)

@@ -51,6 +51,9 @@ from stanflow.models import load, log_density_gradient_rows, program_path
 OUTCOMES = ("fresh", "fixed")
 """Outcome base samples: drawn afresh at every step (the paper's), or fixed (the loop's)."""
 
+PARTS = ("both", "vi", "lcvi")
+"""What :func:`run_lcvi_joint` optimises: plain VI and LCVI, or one of them."""
+
 ADAM_BETAS = (0.9, 0.999)
 """Adam's decay rates of the first and second moments (Kingma and Ba's, PyTorch's defaults)."""
 
@@ -105,9 +108,9 @@ class JointLoop(NamedTuple):
 
     Attributes
     ----------
-    vi, lcvi : JointFit
+    vi, lcvi : JointFit or None
         Weight 0 and weight 1, from the same initial point and seed, with the
-        same number of steps.
+        same number of steps; ``None`` for the part not run (``parts``).
     scale : float
         ``M`` or ``gamma`` used.
     eps_theta : ndarray, shape (n_draws, D)
@@ -118,8 +121,8 @@ class JointLoop(NamedTuple):
         ``iter``, ``lr``, ``grad_samples``, ``n_outcomes``, ``average``, ``seed``.
     """
 
-    vi: JointFit
-    lcvi: JointFit
+    vi: JointFit | None
+    lcvi: JointFit | None
     scale: float
     eps_theta: np.ndarray
     loss: BoundLoss
@@ -296,6 +299,7 @@ def run_lcvi_joint(
     n_draws: int = 1000,
     record_every: int = 1000,
     seed: int = 1,
+    parts: str = "both",
     threads: int | None = None,
     **loss_params: float,
 ) -> JointLoop:
@@ -305,7 +309,10 @@ def run_lcvi_joint(
     ADVI, log standard deviations 0) and run ``iter`` Adam steps; plain VI
     with weight 0, LCVI with weight 1 and its decisions starting at plain VI's
     initial Bayes decisions. The scale comes from plain VI's end state
-    as in :func:`stanflow.lcvi.run_lcvi` unless given.
+    as in :func:`stanflow.lcvi.run_lcvi` unless given. Each part has its own
+    random numbers drawn from ``seed``, so with ``scale`` given a part run
+    alone (``parts``) is the same as in a run of both, to the last bit: the
+    parts of a long comparison can run separately and in parallel.
 
     Parameters
     ----------
@@ -341,6 +348,9 @@ def run_lcvi_joint(
     record_every : int, default 1000
         Steps between records, at least 1.
     seed : int, default 1
+    parts : {"both", "vi", "lcvi"}, default "both"
+        Optimise plain VI and LCVI, or only one of them (``"lcvi"`` needs
+        ``scale``); the part not run is ``None`` in the result.
     threads : int, optional
         Threads of each batched gradient call (default: one per core, at
         least 32 rows each).
@@ -357,6 +367,10 @@ def run_lcvi_joint(
         check_utility(kind, scale)
     if outcomes not in OUTCOMES:
         raise ValueError(f"outcomes must be one of {list(OUTCOMES)}, got {outcomes!r}")
+    if parts not in PARTS:
+        raise ValueError(f"parts must be one of {list(PARTS)}, got {parts!r}")
+    if parts == "lcvi" and scale is None:
+        raise ValueError("scale: LCVI alone (parts='lcvi') needs the scale M or gamma")
     for name, value in (
         ("n_outcomes", n_outcomes),
         ("grad_samples", grad_samples),
@@ -392,17 +406,20 @@ def run_lcvi_joint(
         "threads": threads,
     }
     vi_seed, lcvi_seed = rng.integers(2**63, size=2)
-    vi = optimise(
-        vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common
-    )
+    vi = fit = None
+    if parts != "lcvi":
+        vi = optimise(
+            vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common
+        )
     if scale is None:
         loc = problem.location(vi.draws(eps_theta))
         y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
         scale = utility_scale(loss.value(y_rep, vi.decisions), kind, percentile)
-    model = joint_model(problem, loss, kind, scale, estimator, n_outcomes, 1.0)
-    fit = optimise(
-        model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common
-    )
+    if parts != "vi":
+        model = joint_model(problem, loss, kind, scale, estimator, n_outcomes, 1.0)
+        fit = optimise(
+            model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common
+        )
     settings = {
         "iter": iter,
         "lr": lr,
