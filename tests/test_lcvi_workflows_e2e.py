@@ -183,6 +183,7 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
         assert values["reduction_pct"]["sd"] == pytest.approx(reduction.std(ddof=1))
         assert values["seeds_reduced"] == int(np.sum(reduction > 0))
         assert np.isfinite(values["objective"]["mean"]) and values["seconds"]["mean"] > 0
+        assert np.isfinite(values["mu_mean"]["mean"])
     assert schools["paired"]["fixed_minus_fresh"]["risk_lcvi"]["per_seed"] == pytest.approx(
         [r["fixed"]["risk_lcvi"] - r["fresh"]["risk_lcvi"] for r in runs]
     )

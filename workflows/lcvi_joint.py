@@ -26,7 +26,7 @@ VI has no outcome samples), so their reductions are paired.
   decisions ``h`` Adam optimised, and the paper's objective
   ``J = ELBO + max_h U`` of each LCVI end state, evaluated precisely (4000
   draws, 1000 stratified antithetic outcome samples each, one set per seed
-  for all methods).
+  for all methods) and the mean of ``mu`` under it (``mu_mean``).
 - **Last.fm** (5 seeds; the ``lcvi-mf`` code setting: 992 x 100, ``K = 20``,
   the authors' split, likelihood sd 1, ``exp(-gamma l)`` linearised on 2
   outcome samples; check ``tau = 0.2`` and ``0.8``, ``fixed`` for 0.2 only):
@@ -44,7 +44,7 @@ the same folder continues where it stopped. Seeds run in parallel, one per
 core. Writes ``risks.png`` (LCVI and VI risk per method and seed, with the
 reference) and ``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
 ``methods`` (method -> ``risk_vi``, ``risk_lcvi``, ``reduction_pct``,
-``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``: each
+``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``, ``mu_mean``: each
 ``mean``, ``sd``, ``per_seed``; ``seeds_reduced``), ``paired`` (differences
 per seed: fresh minus loop, fixed minus fresh), the reference
 (``lastfm``: the authors' 10 seeds, ``data/lcvi_mf_reference.json``),
@@ -154,7 +154,7 @@ def run(out: Path, quick: bool) -> dict:
     school_runs = finished[: len(schools.seeds)]
     lastfm_runs = finished[len(schools.seeds) :]
 
-    summary_schools = summarise(school_runs, METHODS, ("objective", "risk_lcvi_at_h"))
+    summary_schools = summarise(school_runs, METHODS, ("objective", "risk_lcvi_at_h", "mu_mean"))
     reference = _reference()
     summary_lastfm = {
         name: summarise([run[name] for run in lastfm_runs], ("loop", *modes), ())
@@ -250,14 +250,16 @@ def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
         "scale": looped["scale"],
         "loop": {
             "risk_vi": looped["risk_vi"], "risk_lcvi": looped["risk_lcvi"],
-            "objective": objective(looped["end"]), "seconds": looped["seconds"],
+            "objective": objective(looped["end"]), "mu_mean": looped["end"]["mu"][0],
+            "seconds": looped["seconds"],
             "iterations": looped["iterations"], "settled": looped["settled"],
         },
     }
     for mode, fit in lcvi.items():
         record[mode] = {
             "risk_vi": vi["risk"], "risk_lcvi": fit["risk"], "risk_lcvi_at_h": fit["risk_h"],
-            "objective": objective(fit["end"]), "seconds": vi["seconds"] + fit["seconds"],
+            "objective": objective(fit["end"]), "mu_mean": fit["end"]["mu"][0],
+            "seconds": vi["seconds"] + fit["seconds"],
         }
     record["compute_seconds"] = sum(p["seconds"] for p in [looped, vi, *lcvi.values()])
     return _with_reductions(record)
