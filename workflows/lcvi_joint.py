@@ -60,7 +60,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -149,8 +149,16 @@ def run(out: Path, quick: bool) -> dict:
     tasks = [lambda s=s: eight_schools_seed(schools, s, pieces) for s in schools.seeds]
     tasks += [lambda s=s: lastfm_seed(lastfm, s, pieces) for s in lastfm.seeds]
     jobs = min(len(os.sched_getaffinity(0)), len(tasks))
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        finished = [future.result() for future in [pool.submit(task) for task in tasks]]
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(task) for task in tasks]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in done:  # the first failure stops the run at once
+            if future.exception() is not None:
+                raise future.exception()
+        finished = [future.result() for future in futures]
+    finally:  # after an error or Ctrl-C, no new piece starts; the running ones finish and are kept
+        pool.shutdown(cancel_futures=True)
     school_runs = finished[: len(schools.seeds)]
     lastfm_runs = finished[len(schools.seeds) :]
 
