@@ -150,6 +150,11 @@ def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
         for name in ("mu", "omega", "h", "decisions"):
             assert np.array_equal(getattr(alone, name), getattr(together, name)), name
     assert not np.array_equal(both.vi.mu, both.lcvi.mu)
+    # theta and the outcomes have streams of their own: plain VI is the same with
+    # fixed outcomes, and LCVI differs only through them
+    fixed = run_lcvi_joint(problem, "check", tau=TAU, outcomes="fixed", **options)
+    assert np.array_equal(fixed.vi.mu, both.vi.mu) and np.array_equal(fixed.vi.omega, both.vi.omega)
+    assert not np.array_equal(fixed.lcvi.mu, both.lcvi.mu)
 
 
 @pytest.mark.parametrize(

@@ -188,7 +188,7 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
         [r["fixed"]["risk_lcvi"] - r["fresh"]["risk_lcvi"] for r in runs]
     )
     assert lastfm["tilted_0.2"]["reference"]["n_seeds"] == 10
-    assert summary["compute_seconds"] == pytest.approx(
+    assert summary["jobs"] >= 1 and summary["compute_seconds"] == pytest.approx(
         sum(r["compute_seconds"] for part in summary["runs"].values() for r in part)
     )
     assert (tmp_path / "risks.png").stat().st_size > 0

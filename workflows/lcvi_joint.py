@@ -17,7 +17,12 @@ tilted), each against plain VI by the same optimiser:
 Every method uses the loop's scale (``M = M90`` on eight schools, ``gamma =
 1/M90`` on Last.fm, from the loop's plain VI), so all optimise one
 objective. ``fresh`` and ``fixed`` share one plain VI by Adam per seed (plain
-VI has no outcome samples), so their reductions are paired.
+VI has no outcome samples) and the same draws of ``theta``, so they differ
+only in the outcome samples; the loop and Adam share no random numbers, so
+``fresh_minus_loop`` is paired by seed only. Times (``seconds``) are each
+procedure's optimisation, plain VI included: the ADVI runs (CmdStan calls,
+reading their output included) and Adam's steps, without compiling, loading
+and the risks, as wall time with ``jobs`` seeds running at once.
 
 - **Eight schools** (10 seeds; check ``tau = 0.2``, linearised ``M - l``): the
   loop as ``lcvi-eight-schools``; Adam ``lr = 0.05`` (the authors'), 20000
@@ -26,7 +31,8 @@ VI has no outcome samples), so their reductions are paired.
   decisions ``h`` Adam optimised, and the paper's objective
   ``J = ELBO + max_h U`` of each LCVI end state, evaluated precisely (4000
   draws, 1000 stratified antithetic outcome samples each, one set per seed
-  for all methods) and the mean of ``mu`` under it (``mu_mean``).
+  for all methods, ``h`` at each draw's Bayes decisions) and the mean of
+  ``mu`` under it (``mu_mean``).
 - **Last.fm** (5 seeds; the ``lcvi-mf`` code setting: 992 x 100, ``K = 20``,
   the authors' split, likelihood sd 1, ``exp(-gamma l)`` linearised on 2
   outcome samples; check ``tau = 0.2`` and ``0.8``, ``fixed`` for 0.2 only):
@@ -39,28 +45,31 @@ VI has no outcome samples), so their reductions are paired.
 steps, ``J`` from 400 draws x 100 outcomes; Last.fm's first 200 users x 30
 artists, ``K = 5``, 2000 iterations and steps.
 
-Each piece (seed x part) is written to ``runs/`` when done, and a rerun into
-the same folder continues where it stopped. Seeds run in parallel, one per
-core. Writes ``risks.png`` (LCVI and VI risk per method and seed, with the
+Each piece (a seed's loop, plain VI or LCVI run) is written to ``runs/`` when
+done, and a rerun into the same folder continues where it stopped. Seeds run
+in parallel, one per core, Last.fm's first; after a failure or Ctrl-C no new
+piece starts (the running ones finish and are kept). Writes ``risks.png`` (LCVI and VI risk per method and seed, with the
 reference) and ``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
 ``methods`` (method -> ``risk_vi``, ``risk_lcvi``, ``reduction_pct``,
 ``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``, ``mu_mean``: each
 ``mean``, ``sd``, ``per_seed``; ``seeds_reduced``), ``paired`` (differences
 per seed: fresh minus loop, fixed minus fresh), the reference
 (``lastfm``: the authors' 10 seeds, ``data/lcvi_mf_reference.json``),
-``settings``, ``n_seeds``, ``seed``, ``compute_seconds`` (the pieces' seconds
-summed) and ``runs`` (the records).
+``settings``, ``n_seeds``, ``seed``, ``jobs`` (seeds at a time),
+``compute_seconds`` (the pieces' wall seconds summed, loading and risks
+included), ``runs`` (the records) and ``quick``.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -71,17 +80,26 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stanflow.lcvi import eight_schools, empirical_risk, run_lcvi, run_lcvi_joint
+from stanflow.lcvi import (
+    Loop,
+    Problem,
+    eight_schools,
+    empirical_risk,
+    run_lcvi,
+    run_lcvi_joint,
+)
 from stanflow.lcvi.joint import joint_model
 from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,
     matrix_factorisation,
     reference_split,
+    reference_test_risks,
 )
 from stanflow.lcvi.utility import outcome_base_samples, utility_at_locations
-from stanflow.losses import bound_loss
+from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import log_density_rows
+from stanflow.models.evaluation import default_threads
 from stanflow.workflows import DATA_DIR, main, save_figure, write_json
 
 DESCRIPTION = (
@@ -94,6 +112,7 @@ LASTFM_PIECES = {  # the paper's label -> (tau, joint outcome modes)
     "tilted_0.2": (0.2, ("fresh", "fixed")),
     "tilted_0.8": (0.8, ("fresh",)),
 }
+NOISE_SD, PRIOR_SD = 1.0, 10.0  # Last.fm: lcvi-mf's code setting
 
 
 class EightSchools(NamedTuple):
@@ -109,7 +128,8 @@ class EightSchools(NamedTuple):
     tol: float = 0.1
 
     def config(self) -> dict:
-        return self._asdict() | {"seeds": list(self.seeds), "record": 1}
+        """What a piece depends on (the seed is in its name)."""
+        return {k: v for k, v in self._asdict().items() if k != "seeds"} | {"record": 2}
 
 
 class LastFm(NamedTuple):
@@ -122,19 +142,19 @@ class LastFm(NamedTuple):
     lr: float = 0.01
 
     def config(self) -> dict:
+        """What a piece depends on (the seed is in its name)."""
         return {
             "shape": list(self.Y.shape),
             "K": self.K,
             "n_iter": self.n_iter,
             "lr": self.lr,
             "losses": {name: tau for name, (tau, _) in LASTFM_PIECES.items()},
-            "record": 1,
+            "record": 2,
         }
 
 
 def run(out: Path, quick: bool) -> dict:
     """Run every piece (resuming from ``out/runs``), plot, and return the summary."""
-    seeds = range(1, 3 if quick else 6)
     schools = EightSchools(
         seeds=range(1, 3 if quick else 11),
         advi_iter=2000 if quick else 10_000,
@@ -144,26 +164,20 @@ def run(out: Path, quick: bool) -> dict:
     )
     Y = load_lastfm(30 if quick else 100)  # stops at once, naming the file, without the data
     lastfm = LastFm(Y=Y[:200] if quick else Y, K=5 if quick else 20,
-                    n_iter=2000 if quick else 30_000, seeds=seeds)
+                    n_iter=2000 if quick else 30_000, seeds=range(1, 3 if quick else 6))
     pieces = Pieces(out / "runs")
-    tasks = [lambda s=s: eight_schools_seed(schools, s, pieces) for s in schools.seeds]
-    tasks += [lambda s=s: lastfm_seed(lastfm, s, pieces) for s in lastfm.seeds]
-    jobs = min(len(os.sched_getaffinity(0)), len(tasks))
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        futures = [pool.submit(task) for task in tasks]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in done:  # the first failure stops the run at once
-            if future.exception() is not None:
-                raise future.exception()
-        finished = [future.result() for future in futures]
-    finally:  # after an error or Ctrl-C, no new piece starts; the running ones finish and are kept
-        pool.shutdown(cancel_futures=True)
-    school_runs = finished[: len(schools.seeds)]
-    lastfm_runs = finished[len(schools.seeds) :]
+    jobs = min(default_threads(), len(lastfm.seeds) + len(schools.seeds))
+    finished = run_tasks(  # the long seeds first
+        [partial(lastfm_seed, lastfm, seed, pieces) for seed in lastfm.seeds]
+        + [partial(eight_schools_seed, schools, seed, pieces) for seed in schools.seeds],
+        pieces,
+        jobs,
+    )
+    lastfm_runs = finished[: len(lastfm.seeds)]
+    school_runs = finished[len(lastfm.seeds) :]
 
     summary_schools = summarise(school_runs, METHODS, ("objective", "risk_lcvi_at_h", "mu_mean"))
-    reference = _reference()
+    reference = reference_test_risks(LASTFM_PIECES)
     summary_lastfm = {
         name: summarise([run[name] for run in lastfm_runs], ("loop", *modes), ())
         | {"reference": reference[name]}
@@ -185,15 +199,23 @@ def run(out: Path, quick: bool) -> dict:
     }
 
 
+class Stopped(RuntimeError):
+    """Raised by :meth:`Pieces.get` once the run is stopping."""
+
+
 class Pieces:
     """Finished pieces, one JSON file each under ``folder``: a rerun reads them back.
 
-    A file written under another configuration is an error naming it, so two
-    runs' pieces never mix.
+    One file per piece (not one :class:`stanflow.workflows.Checkpoint` file),
+    because seeds run in threads and write their pieces concurrently. A file
+    written under another configuration is an error naming it: a piece can
+    cost a quarter of an hour, so it is never dropped silently. Once
+    :attr:`stop` is set, no new piece starts.
     """
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self.stop = threading.Event()
 
     def get(self, name: str, config: dict, compute: Callable[[], dict]) -> dict:
         """The piece ``name``: read back, or computed (its wall ``seconds`` added) and written."""
@@ -206,75 +228,120 @@ class Pieces:
                     f"not {config}): choose another --out or remove it"
                 )
             return record
+        if self.stop.is_set():
+            raise Stopped(f"not started: {name}")
         start = time.perf_counter()
-        record = compute()
-        record = {"config": config} | record | {"seconds": time.perf_counter() - start}
+        record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record)
         print(f"lcvi-joint: {name} done in {record['seconds']:.0f} s", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
 
 
+def run_tasks(tasks: list[Callable[[], dict]], pieces: Pieces, jobs: int) -> list[dict]:
+    """Every task's result, ``jobs`` at a time; the first failure stops the run.
+
+    After a failure or Ctrl-C no new piece starts; the running ones finish
+    and are written, so a rerun loses nothing finished.
+    """
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(task) for task in tasks]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if future.exception() is not None:
+                raise future.exception()
+        return [future.result() for future in futures]
+    finally:
+        pieces.stop.set()
+        pool.shutdown(cancel_futures=True)
+
+
+# --- eight schools ------------------------------------------------------------------------
+
+
 def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
     """One seed on eight schools: the loop, Adam's plain VI, LCVI fresh and fixed, ``J``."""
     problem = eight_schools(json.loads((DATA_DIR / "eight_schools.json").read_text()))
     loss = bound_loss("check", tau=part.tau)
-    config = part.config()
-    name = f"eight_schools/seed-{seed}"
-
-    def loop() -> dict:
-        fit = run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed,
-                       tol=part.tol, max_iter=2 * part.advi_iter,
-                       advi_args={"iter": part.advi_iter})
-        end = fit.steps[-1]
-        return {
-            "risk_vi": fit.baseline.risk,
-            "risk_lcvi": end.risk,
-            "scale": fit.scale,
-            "iterations": int(end.state.iteration),
-            "settled": bool(fit.settled),
-            "end": {"mu": end.state.mu, "omega": end.state.scale},
-        }
-
-    looped = pieces.get(f"{name}-loop", config, loop)
-    common = {"kind": "linear", "estimator": "linearised", "scale": looped["scale"],
-              "n_outcomes": 5, "grad_samples": 10, "iter": part.adam_iter, "lr": part.lr,
-              "record_every": part.adam_iter, "seed": seed}
-
-    def adam(parts: str, outcomes: str = "fresh") -> Callable[[], dict]:
-        def compute() -> dict:
-            joint = run_lcvi_joint(problem, loss, parts=parts, outcomes=outcomes, **common)
-            fit = joint.vi if parts == "vi" else joint.lcvi
-            return {"risk": fit.risk, "risk_h": fit.risk_h,
-                    "end": {"mu": fit.mu, "omega": fit.omega}}
-        return compute
-
-    vi = pieces.get(f"{name}-adam-vi", config, adam("vi"))
-    lcvi = {mode: pieces.get(f"{name}-{mode}", config, adam("lcvi", mode))
-            for mode in ("fresh", "fixed")}
+    config, name = part.config(), f"eight_schools/seed-{seed}"
+    looped = pieces.get(f"{name}-loop", config, partial(_schools_loop, problem, loss, part, seed))
+    adam = partial(_schools_adam, problem, loss, part, seed, looped["scale"])
+    vi = pieces.get(f"{name}-adam-vi", config, partial(adam, "vi", "fresh"))
+    lcvi = {
+        mode: pieces.get(f"{name}-{mode}", config, partial(adam, "lcvi", mode))
+        for mode in ("fresh", "fixed")
+    }
     objective = _objective(problem, loss, looped["scale"], part, seed)
     record = {
         "seed": seed,
         "scale": looped["scale"],
         "loop": {
-            "risk_vi": looped["risk_vi"], "risk_lcvi": looped["risk_lcvi"],
-            "objective": objective(looped["end"]), "mu_mean": looped["end"]["mu"][0],
-            "seconds": looped["seconds"],
-            "iterations": looped["iterations"], "settled": looped["settled"],
+            "risk_vi": looped["risk_vi"],
+            "risk_lcvi": looped["risk_lcvi"],
+            "objective": objective(looped["end"]),
+            "mu_mean": looped["end"]["mu"][0],
+            "seconds": looped["seconds_optimise"],
+            "iterations": looped["iterations"],
+            "settled": looped["settled"],
         },
     }
     for mode, fit in lcvi.items():
         record[mode] = {
-            "risk_vi": vi["risk"], "risk_lcvi": fit["risk"], "risk_lcvi_at_h": fit["risk_h"],
-            "objective": objective(fit["end"]), "mu_mean": fit["end"]["mu"][0],
-            "seconds": vi["seconds"] + fit["seconds"],
+            "risk_vi": vi["risk"],
+            "risk_lcvi": fit["risk"],
+            "risk_lcvi_at_h": fit["risk_h"],
+            "objective": objective(fit["end"]),
+            "mu_mean": fit["end"]["mu"][0],
+            "seconds": vi["seconds_optimise"] + fit["seconds_optimise"],
         }
     record["compute_seconds"] = sum(p["seconds"] for p in [looped, vi, *lcvi.values()])
     return _with_reductions(record)
 
 
-def _objective(problem, loss, scale: float, part: EightSchools, seed: int):
-    """``{"mu", "omega"} -> ELBO + max_h U`` of a mean-field end state, from one precise set of draws."""
+def _schools_loop(problem: Problem, loss: BoundLoss, part: EightSchools, seed: int) -> dict:
+    """The loop as ``lcvi-eight-schools`` runs it."""
+    fit = run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed,
+                   tol=part.tol, max_iter=2 * part.advi_iter, advi_args={"iter": part.advi_iter})
+    end = fit.steps[-1]
+    return {
+        "risk_vi": fit.baseline.risk,
+        "risk_lcvi": end.risk,
+        "scale": fit.scale,
+        "iterations": int(end.state.iteration),
+        "settled": bool(fit.settled),
+        "end": {"mu": end.state.mu, "omega": end.state.scale},
+        "seconds_optimise": _loop_seconds(fit),
+    }
+
+
+def _schools_adam(
+    problem: Problem, loss: BoundLoss, part: EightSchools, seed: int, scale: float,
+    parts: str, outcomes: str,
+) -> dict:
+    """Adam's plain VI or LCVI: risks at the Bayes decisions and at ``h``, the end state."""
+    joint = run_lcvi_joint(
+        problem, loss, kind="linear", estimator="linearised", scale=scale, outcomes=outcomes,
+        n_outcomes=5, grad_samples=10, iter=part.adam_iter, lr=part.lr,
+        record_every=part.adam_iter, seed=seed, parts=parts,
+    )
+    fit = joint.vi if parts == "vi" else joint.lcvi
+    return {
+        "risk": fit.risk,
+        "risk_h": fit.risk_h,
+        "end": {"mu": fit.mu, "omega": fit.omega},
+        "seconds_optimise": fit.seconds,
+    }
+
+
+def _objective(
+    problem: Problem, loss: BoundLoss, scale: float, part: EightSchools, seed: int
+) -> Callable[[dict], float]:
+    """``{"mu", "omega"} -> ELBO + U`` at the Bayes decisions, from one precise set of draws.
+
+    The Bayes decision of each draw's predictive maximises ``U`` up to the
+    outcome samples' error, so this is the paper's ``ELBO + max_h U``.
+    """
     model = joint_model(problem, loss, "linear", scale, "linearised", 1, 0.0)
     rng = np.random.default_rng(10_000 + seed)
     D = model.param_unc_num() - 2 * problem.n
@@ -295,82 +362,126 @@ def _objective(problem, loss, scale: float, part: EightSchools, seed: int):
     return objective
 
 
+# --- Last.fm ------------------------------------------------------------------------------
+
+
+class LastFmProblem(NamedTuple):
+    """The Last.fm problem of one part: the model, the test cells and the losses."""
+
+    problem: Problem
+    shape: tuple[int, int, int]
+    test_rows: np.ndarray
+    test_cols: np.ndarray
+    y_test: np.ndarray
+    losses: dict[str, BoundLoss]
+
+    @classmethod
+    def of(cls, part: LastFm) -> LastFmProblem:
+        split = reference_split(part.Y.shape)
+        problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD,
+                                       noise_sd=NOISE_SD)
+        losses = {name: bound_loss("check", tau=tau) for name, (tau, _) in LASTFM_PIECES.items()}
+        return cls(problem, (*part.Y.shape, part.K), split.test_rows, split.test_cols,
+                   part.Y[split.test_rows, split.test_cols], losses)
+
+    def test_risk(self, draws: np.ndarray, loss: BoundLoss) -> float:
+        """Empirical test risk at the Bayes decisions of ``draws`` (the noise integrated out)."""
+        loc = cell_locations(draws, self.shape, self.test_rows, self.test_cols)
+        h = loss.mixture_decision(loc, np.full(self.y_test.size, NOISE_SD))
+        return empirical_risk(self.y_test, h, loss)
+
+
 def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
     """One seed on Last.fm: the loop (both losses), Adam's plain VI, Adam's LCVI per piece."""
-    split = reference_split(part.Y.shape)
-    problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=10.0, noise_sd=1.0)
-    y_test = part.Y[split.test_rows, split.test_cols]
-    shape = (*part.Y.shape, part.K)
-    losses = {name: bound_loss("check", tau=tau) for name, (tau, _) in LASTFM_PIECES.items()}
-    config = part.config()
-    name = f"lastfm/seed-{seed}"
-
-    def test_risk(draws: np.ndarray, loss) -> float:
-        loc = cell_locations(draws, shape, split.test_rows, split.test_cols)
-        return empirical_risk(y_test, loss.mixture_decision(loc, np.ones(y_test.size)), loss)
-
-    def loop() -> dict:
-        record, vi = {}, None
-        with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-joint-{seed}-") as tmp:
-            for label, loss in losses.items():
-                fit = run_lcvi(
-                    problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
-                    n_draws=200, decision_every=part.n_iter // 20, seed=seed,
-                    advi_args={"iter": part.n_iter, "grad_samples": 1, "output_samples": 20},
-                    output_dir=Path(tmp) / label, vi=vi,
-                )
-                vi = fit.vi
-                record[label] = {
-                    "risk_vi": test_risk(fit.baseline.state.draws(fit.eps_theta), loss),
-                    "risk_lcvi": test_risk(fit.steps[-1].state.draws(fit.eps_theta), loss),
-                    "scale": fit.scale,
-                    "seconds_lcvi": sum(step.seconds for step in fit.steps[1:]),
-                }
-        return record | {"seconds_vi": vi.seconds}
-
-    looped = pieces.get(f"{name}-loop", config, loop)
-    first = next(iter(losses))
-
-    def adam(parts: str, label: str, outcomes: str = "fresh") -> Callable[[], dict]:
-        def compute() -> dict:
-            joint = run_lcvi_joint(
-                problem, losses[label], kind="exp", estimator="linearised",
-                scale=looped[label]["scale"], outcomes=outcomes, n_outcomes=2, grad_samples=1,
-                iter=part.n_iter, lr=part.lr, n_draws=200, record_every=part.n_iter,
-                seed=seed, parts=parts,
-            )
-            if parts == "vi":  # plain VI does not depend on the loss: one run serves all
-                draws = joint.vi.draws(joint.eps_theta)
-                return {"risk": {k: test_risk(draws, loss) for k, loss in losses.items()}}
-            return {"risk": test_risk(joint.lcvi.draws(joint.eps_theta), losses[label]),
-                    "train_risk": joint.lcvi.risk}
-        return compute
-
-    vi = pieces.get(f"{name}-adam-vi", config, adam("vi", first))
+    mf = LastFmProblem.of(part)
+    config, name = part.config(), f"lastfm/seed-{seed}"
+    looped = pieces.get(f"{name}-loop", config, partial(_lastfm_loop, mf, part, seed))
+    adam = partial(_lastfm_adam, mf, part, seed)
+    first = next(iter(LASTFM_PIECES))
+    vi = pieces.get(f"{name}-adam-vi", config,
+                    partial(adam, first, looped[first]["scale"], "vi", "fresh"))
     record: dict[str, Any] = {"seed": seed}
     spent = [looped["seconds"], vi["seconds"]]
     for label, (_, modes) in LASTFM_PIECES.items():
-        looped_loss = looped[label]
+        at_loss = looped[label]
         result = {
-            "scale": looped_loss["scale"],
+            "scale": at_loss["scale"],
             "loop": {
-                "risk_vi": looped_loss["risk_vi"], "risk_lcvi": looped_loss["risk_lcvi"],
-                "seconds": looped["seconds_vi"] + looped_loss["seconds_lcvi"],
+                "risk_vi": at_loss["risk_vi"],
+                "risk_lcvi": at_loss["risk_lcvi"],
+                "seconds": looped["seconds_vi"] + at_loss["seconds_lcvi"],
             },
         }
         for mode in modes:
-            fit = pieces.get(f"{name}-{mode}-{label}", config, adam("lcvi", label, mode))
+            fit = pieces.get(f"{name}-{mode}-{label}", config,
+                             partial(adam, label, at_loss["scale"], "lcvi", mode))
             spent.append(fit["seconds"])
             result[mode] = {
-                "risk_vi": vi["risk"][label], "risk_lcvi": fit["risk"],
-                "train_risk_lcvi": fit["train_risk"], "seconds": vi["seconds"] + fit["seconds"],
+                "risk_vi": vi["risk"][label],
+                "risk_lcvi": fit["risk"],
+                "train_risk_lcvi": fit["train_risk"],
+                "seconds": vi["seconds_optimise"] + fit["seconds_optimise"],
             }
         record[label] = _with_reductions(result)
     record["compute_seconds"] = sum(spent)
     return record
 
 
+def _lastfm_loop(mf: LastFmProblem, part: LastFm, seed: int) -> dict:
+    """The loop as ``lcvi-mf`` runs it (code setting), one plain VI for both losses."""
+    record, vi = {}, None
+    with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-joint-{seed}-") as tmp:
+        for label, loss in mf.losses.items():
+            fit = run_lcvi(
+                mf.problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
+                n_draws=200, decision_every=part.n_iter // 20, seed=seed,
+                advi_args={"iter": part.n_iter, "grad_samples": 1, "output_samples": 20},
+                output_dir=Path(tmp) / label, vi=vi,
+            )
+            vi = fit.vi
+            record[label] = {
+                "risk_vi": mf.test_risk(fit.baseline.state.draws(fit.eps_theta), loss),
+                "risk_lcvi": mf.test_risk(fit.steps[-1].state.draws(fit.eps_theta), loss),
+                "scale": fit.scale,
+                "seconds_lcvi": _loop_seconds(fit) - fit.vi.seconds,
+            }
+    return record | {"seconds_vi": vi.seconds}
+
+
+def _lastfm_adam(
+    mf: LastFmProblem, part: LastFm, seed: int, label: str, scale: float, parts: str,
+    outcomes: str,
+) -> dict:
+    """Adam's plain VI (test risks for every loss) or LCVI for ``label``."""
+    joint = run_lcvi_joint(
+        mf.problem, mf.losses[label], kind="exp", estimator="linearised", scale=scale,
+        outcomes=outcomes, n_outcomes=2, grad_samples=1, iter=part.n_iter, lr=part.lr,
+        n_draws=200, record_every=part.n_iter, seed=seed, parts=parts,
+    )
+    if parts == "vi":  # plain VI does not depend on the loss: one run serves all
+        draws = joint.vi.draws(joint.eps_theta)
+        return {
+            "risk": {name: mf.test_risk(draws, loss) for name, loss in mf.losses.items()},
+            "seconds_optimise": joint.vi.seconds,
+        }
+    return {
+        "risk": mf.test_risk(joint.lcvi.draws(joint.eps_theta), mf.losses[label]),
+        "train_risk": joint.lcvi.risk,
+        "seconds_optimise": joint.lcvi.seconds,
+    }
+
+
+# --- summary ------------------------------------------------------------------------------
+
+
+def _loop_seconds(fit: Loop) -> float:
+    """The loop's ADVI seconds: plain VI, its continuation as far as LCVI went, LCVI's blocks."""
+    extension = fit.baseline.seconds if fit.baseline is not fit.steps[0] else 0.0
+    return fit.vi.seconds + extension + sum(step.seconds for step in fit.steps[1:])
+
+
 def _with_reductions(record: dict) -> dict:
+    """``record`` with each method's ``reduction_pct = 100 (risk_vi - risk_lcvi) / risk_vi``."""
     for method in METHODS:
         if method in record:
             r = record[method]
@@ -378,46 +489,30 @@ def _with_reductions(record: dict) -> dict:
     return record
 
 
+def _spread(values: list[float]) -> dict:
+    values = np.asarray(values, dtype=float)
+    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return {"mean": float(values.mean()), "sd": sd, "per_seed": values.tolist()}
+
+
 def summarise(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]) -> dict:
-    """Per method: each quantity's mean, sd and per-seed values; paired differences."""
-
-    def spread(values) -> dict:
-        values = np.asarray(values, dtype=float)
-        sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
-        return {"mean": float(values.mean()), "sd": sd, "per_seed": values.tolist()}
-
+    """Per method: each quantity's mean, sd and per-seed values; differences per seed."""
     summary: dict[str, Any] = {"methods": {}, "paired": {}}
     for method in methods:
         keys = ("risk_vi", "risk_lcvi", "reduction_pct", "seconds") + tuple(
             key for key in extra if key in runs[0][method]
         )
         summary["methods"][method] = {
-            key: spread([run[method][key] for run in runs]) for key in keys
+            key: _spread([run[method][key] for run in runs]) for key in keys
         } | {"seeds_reduced": int(sum(run[method]["reduction_pct"] > 0 for run in runs))}
     for a, b in (("fresh", "loop"), ("fixed", "fresh")):
         if a in methods and b in methods:
+            shared = [key for key in extra if key in runs[0][a] and key in runs[0][b]]
             summary["paired"][f"{a}_minus_{b}"] = {
-                key: spread([run[a][key] - run[b][key] for run in runs])
-                for key in ("risk_lcvi", "reduction_pct") + tuple(
-                    key for key in extra if key in runs[0][a] and key in runs[0][b]
-                )
+                key: _spread([run[a][key] - run[b][key] for run in runs])
+                for key in ("risk_lcvi", "reduction_pct", *shared)
             }
     return summary
-
-
-def _reference() -> dict:
-    """The authors' 10 seeds per Last.fm loss: VI and LCVI test risk and the reduction."""
-    published = json.loads((DATA_DIR / "lcvi_mf_reference.json").read_text())
-    reference = {}
-    for name in LASTFM_PIECES:
-        vi = np.array(published["test_risk_vi"][name])
-        lcvi = np.array(published["test_risk_lcvi"][name])
-        reference[name] = {
-            key: {"mean": float(values.mean()), "sd": float(values.std(ddof=1))}
-            for key, values in (("risk_vi", vi), ("risk_lcvi", lcvi),
-                                ("reduction_pct", 100 * (vi - lcvi) / vi))
-        } | {"n_seeds": int(vi.size)}
-    return reference
 
 
 def _plot(schools: dict, lastfm: dict, path: Path, with_reference: bool) -> None:

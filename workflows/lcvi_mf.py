@@ -82,9 +82,10 @@ from stanflow.lcvi.mf import (
     load_lastfm,
     matrix_factorisation,
     reference_split,
+    reference_test_risks,
 )
 from stanflow.losses import bound_loss, mixture_quantile
-from stanflow.workflows import DATA_DIR, main, save_figure, write_json
+from stanflow.workflows import main, save_figure, write_json
 
 DESCRIPTION = (
     "Loss-calibrated VI for matrix factorisation of Last.fm counts "
@@ -148,22 +149,6 @@ class Experiment(NamedTuple):
         return self.Y[self.split.test_rows, self.split.test_cols]
 
 
-def reference() -> dict:
-    """The authors' test risks per loss: VI and LCVI mean and sd, reduction mean and sd."""
-    published = json.loads((DATA_DIR / "lcvi_mf_reference.json").read_text())
-    summary = {}
-    for name in LOSSES:
-        vi = np.array(published["test_risk_vi"][name])
-        lcvi = np.array(published["test_risk_lcvi"][name])
-        summary[name] = {
-            "vi": _mean_sd(vi),
-            "lcvi": _mean_sd(lcvi),
-            "reduction_pct": _mean_sd(100 * (vi - lcvi) / vi),
-            "n_seeds": int(vi.size),
-        }
-    return summary
-
-
 def run(out: Path, quick: bool) -> dict:
     """Fit VI once and LCVI per loss, for each seed and setting; write figures; return the summary."""
     Y = load_lastfm(30 if quick else 100)
@@ -186,7 +171,7 @@ def run(out: Path, quick: bool) -> dict:
     text_results, _ = run_setting(experiment, "text", out)
 
     ours, text = _risks(results), _risks(text_results)
-    published = reference()
+    published = reference_test_risks(LOSSES)
     _plot_reductions(results, text_results, published, out / "reductions.png")
     # the published risks are of the full 992 x 100 problem only
     _plot_risks(ours, None if quick else published, out / "risks.png")

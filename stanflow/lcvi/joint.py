@@ -23,8 +23,10 @@ and exact decision steps):
 ``outcomes="fresh"`` draws ``eps_y`` afresh for every row and step (the
 paper); ``outcomes="fixed"`` uses one stratified antithetic ``eps_y`` for all
 of them, as the loop does, so the cost of fixed outcome samples can be
-measured with the optimiser held equal. Plain VI is the same optimisation
-with weight 0 (``h`` then gets no gradient). :func:`run_lcvi_joint` runs both
+measured with the optimiser held equal: ``theta`` and the outcomes have random
+streams of their own, so from one seed both modes take the same draws of
+``theta`` and differ only in the outcomes. Plain VI is the same optimisation
+with weight 0 (``h`` then gets no gradient; with either mode it is the same). :func:`run_lcvi_joint` runs both
 from one initial point; what it returns is :class:`JointFit` and
 :class:`JointLoop`.
 """
@@ -215,7 +217,9 @@ def optimise(
     eps_theta : ndarray, shape (n_draws, D)
         Base samples of the draws for decisions and risks.
     rng : numpy.random.Generator
-        Draws ``eta``, ``eps_y`` (fresh, or the one fixed set).
+        Spawns two streams: one for ``eta``, one for ``eps_y`` (fresh, or the
+        one fixed set), so that runs from one seed with fresh and with fixed
+        outcomes take the same draws of ``theta``.
     threads : int, optional
         For :func:`stanflow.models.log_density_gradient_rows`.
 
@@ -233,20 +237,22 @@ def optimise(
     params = [mu, omega, h]
     moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
     points = np.empty((grad_samples, D + N + S * N))
+    # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
+    rng_theta, rng_outcomes = rng.spawn(2)
     if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
-        points[:, D + N :] = outcome_base_samples(S, N, rng).ravel(order="F")
+        points[:, D + N :] = outcome_base_samples(S, N, rng_outcomes).ravel(order="F")
     n_average = round(average * iterations)
     sums = [np.zeros_like(p) for p in params]
     record: dict[str, list[float]] = {k: [] for k in ("iteration", "objective", "risk", "risk_h")}
     seconds = 0.0
     started = time.perf_counter()
     for step in range(1, iterations + 1):
-        eta = rng.standard_normal((grad_samples, D))
+        eta = rng_theta.standard_normal((grad_samples, D))
         sd = np.exp(omega)
         points[:, :D] = mu + sd * eta
         points[:, D : D + N] = h
         if outcomes == "fresh":
-            points[:, D + N :] = rng.standard_normal((grad_samples, S * N))
+            points[:, D + N :] = rng_outcomes.standard_normal((grad_samples, S * N))
         lp, grad = log_density_gradient_rows(model, points, threads=threads)
         g_theta = grad[:, :D]
         gradients = (

@@ -11,13 +11,16 @@ that of the test cells at the Bayes decisions of the fitted ``q``.
 
 from __future__ import annotations
 
+import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from stanflow.lcvi.problem import Problem
+from stanflow.resources import resource_dir
 
 DATA_FILE = Path("lastfm") / "lastfm_counts_992x1003.csv"
 """The counts, relative to ``$STANFLOW_DATA_DIR``."""
@@ -191,3 +194,36 @@ def cell_locations(
     """
     U, V = factors(z, shape)
     return np.stack([(u @ v.T)[rows, cols] for u, v in zip(U, V, strict=True)])
+
+
+def reference_test_risks(losses: Iterable[str]) -> dict[str, dict]:
+    """The authors' published test risks per loss (``data/lcvi_mf_reference.json``).
+
+    Parameters
+    ----------
+    losses : iterable of str
+        The paper's labels: ``"tilted_0.2"``, ``"tilted_0.5"``, ``"tilted_0.8"``,
+        ``"squared"``.
+
+    Returns
+    -------
+    dict
+        Per loss: ``vi``, ``lcvi`` and ``reduction_pct``
+        (``100 (vi - lcvi) / vi`` per seed), each ``{"mean", "sd"}`` over
+        their initialisation seeds, and ``n_seeds``.
+    """
+    published = json.loads((resource_dir("data") / "lcvi_mf_reference.json").read_text())
+    summary = {}
+    for name in losses:
+        if name not in published["test_risk_vi"]:
+            raise ValueError(
+                f"losses: no published risks for {name!r}; "
+                f"known: {list(published['test_risk_vi'])}"
+            )
+        vi = np.array(published["test_risk_vi"][name], dtype=float)
+        lcvi = np.array(published["test_risk_lcvi"][name], dtype=float)
+        summary[name] = {
+            key: {"mean": float(values.mean()), "sd": float(values.std(ddof=1))}
+            for key, values in (("vi", vi), ("lcvi", lcvi), ("reduction_pct", 100 * (vi - lcvi) / vi))
+        } | {"n_seeds": int(vi.size)}
+    return summary
