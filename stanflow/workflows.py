@@ -25,8 +25,10 @@ import math
 import os
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -228,6 +230,74 @@ class Checkpoint:
     def seconds(self) -> float:
         """Wall seconds spent computing the stored pieces, over all runs into the folder."""
         return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
+
+
+class Stopped(RuntimeError):
+    """Raised by :meth:`Pieces.get` once the run is stopping."""
+
+
+class Pieces:
+    """Finished pieces, one JSON file each under ``folder``: a rerun reads them back.
+
+    One file per piece (not one :class:`Checkpoint` file), so that threads
+    (:func:`run_parallel`) write their pieces concurrently. A file
+    written under another configuration is an error naming it: a piece can
+    cost a quarter of an hour, so it is never dropped silently. Once
+    :attr:`stop` is set, no new piece starts.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+        self.stop = threading.Event()
+
+    def get(self, name: str, config: dict, compute: Callable[[], dict]) -> dict:
+        """The piece ``name``: read back, or computed (its wall ``seconds`` added) and written."""
+        path = self.folder / f"{name}.json"
+        if path.is_file():
+            record = json.loads(path.read_text())
+            if record.get("config") != json.loads(json.dumps(config)):
+                raise ValueError(
+                    f"{path} is from another configuration ({record.get('config')}, "
+                    f"not {config}): choose another --out or remove it"
+                )
+            return record
+        if self.stop.is_set():
+            raise Stopped(f"not started: {name}")
+        start = time.perf_counter()
+        record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json(path, record)
+        print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
+        return json.loads(path.read_text())
+
+
+def run_parallel(tasks: list[Callable[[], Any]], pieces: Pieces, jobs: int) -> list[Any]:
+    """Every task's result, ``jobs`` at a time in threads; the first failure stops the run.
+
+    The tasks compute their pieces through ``pieces``: after a failure or
+    Ctrl-C no new piece starts, the running ones finish and are written, so a
+    rerun loses nothing finished. Threads suit work that leaves Python
+    (Stan through bridgestan or CmdStan, NumPy's large array operations).
+    """
+
+    def guarded(task: Callable[[], Any]) -> Any:
+        try:
+            return task()
+        except BaseException:
+            pieces.stop.set()  # before any other task can start a piece
+            raise
+
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [pool.submit(guarded, task) for task in tasks]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        for future in done:
+            if future.exception() is not None:
+                raise future.exception()
+        return [future.result() for future in futures]
+    finally:
+        pieces.stop.set()
+        pool.shutdown(cancel_futures=True)
 
 
 def write_text(path: Path, text: str) -> Path:

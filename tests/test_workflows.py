@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from stanflow import provenance, workflows
-from stanflow.workflows import Checkpoint
+from stanflow.workflows import Checkpoint, Pieces, Stopped, run_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -239,3 +239,46 @@ def test_checkpoint_computes_each_piece_once_per_settings(tmp_path):
 
 def stored_seconds(path):
     return sum(piece["seconds"] for piece in json.loads(path.read_text())["pieces"].values())
+
+
+def test_pieces_are_computed_once_and_another_configuration_is_named(tmp_path):
+    pieces, calls = Pieces(tmp_path), []
+
+    def compute():
+        calls.append(1)
+        return {"value": 3.5}
+
+    first = pieces.get("part/seed-1", {"K": 2}, compute)
+    again = Pieces(tmp_path).get("part/seed-1", {"K": 2}, compute)  # a rerun reads it back
+    assert first == again and first["value"] == 3.5 and first["config"] == {"K": 2}
+    assert first["seconds"] >= 0 and len(calls) == 1
+    with pytest.raises(ValueError, match=r"seed-1\.json is from another configuration"):
+        Pieces(tmp_path).get("part/seed-1", {"K": 3}, compute)
+
+
+def test_run_parallel_stops_at_the_first_failure_and_starts_no_new_piece(tmp_path):
+    pieces = Pieces(tmp_path)
+    started = []
+
+    def piece(name, seconds=0.0):
+        def compute():
+            started.append(name)
+            time.sleep(seconds)
+            return {}
+        return compute
+
+    def failing():
+        pieces.get("a", {}, piece("a"))
+        raise RuntimeError("task failed")
+
+    def slow():
+        pieces.get("b", {}, piece("b", 0.5))  # running when the failure comes: finishes
+        pieces.get("c", {}, piece("c"))  # starts after it: refused
+
+    with pytest.raises(RuntimeError, match="task failed"):
+        run_parallel([slow, failing, slow], pieces, jobs=2)
+    assert started == ["b", "a"] or started == ["a", "b"]
+    assert (tmp_path / "b.json").is_file() and not (tmp_path / "c.json").exists()
+    with pytest.raises(Stopped, match="not started: c"):
+        pieces.get("c", {}, piece("c"))
+    assert run_parallel([lambda: 1, lambda: 2], Pieces(tmp_path), jobs=2) == [1, 2]

@@ -65,10 +65,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -100,7 +97,7 @@ from stanflow.lcvi.utility import outcome_base_samples, utility_at_locations
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import log_density_rows
 from stanflow.models.evaluation import default_threads
-from stanflow.workflows import DATA_DIR, main, save_figure, write_json
+from stanflow.workflows import DATA_DIR, Pieces, main, run_parallel, save_figure
 
 DESCRIPTION = (
     "LCVI's loop against the paper's joint Adam optimisation, fresh and fixed outcome "
@@ -167,7 +164,7 @@ def run(out: Path, quick: bool) -> dict:
                     n_iter=2000 if quick else 30_000, seeds=range(1, 3 if quick else 6))
     pieces = Pieces(out / "runs")
     jobs = min(default_threads(), len(lastfm.seeds) + len(schools.seeds))
-    finished = run_tasks(  # the long seeds first
+    finished = run_parallel(  # the long seeds first
         [partial(lastfm_seed, lastfm, seed, pieces) for seed in lastfm.seeds]
         + [partial(eight_schools_seed, schools, seed, pieces) for seed in schools.seeds],
         pieces,
@@ -197,64 +194,6 @@ def run(out: Path, quick: bool) -> dict:
         "runs": {"eight_schools": school_runs, "lastfm": lastfm_runs},
         "quick": quick,
     }
-
-
-class Stopped(RuntimeError):
-    """Raised by :meth:`Pieces.get` once the run is stopping."""
-
-
-class Pieces:
-    """Finished pieces, one JSON file each under ``folder``: a rerun reads them back.
-
-    One file per piece (not one :class:`stanflow.workflows.Checkpoint` file),
-    because seeds run in threads and write their pieces concurrently. A file
-    written under another configuration is an error naming it: a piece can
-    cost a quarter of an hour, so it is never dropped silently. Once
-    :attr:`stop` is set, no new piece starts.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
-        self.stop = threading.Event()
-
-    def get(self, name: str, config: dict, compute: Callable[[], dict]) -> dict:
-        """The piece ``name``: read back, or computed (its wall ``seconds`` added) and written."""
-        path = self.folder / f"{name}.json"
-        if path.is_file():
-            record = json.loads(path.read_text())
-            if record.get("config") != json.loads(json.dumps(config)):
-                raise ValueError(
-                    f"{path} is from another configuration ({record.get('config')}, "
-                    f"not {config}): choose another --out or remove it"
-                )
-            return record
-        if self.stop.is_set():
-            raise Stopped(f"not started: {name}")
-        start = time.perf_counter()
-        record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json(path, record)
-        print(f"lcvi-joint: {name} done in {record['seconds']:.0f} s", file=sys.stderr, flush=True)
-        return json.loads(path.read_text())
-
-
-def run_tasks(tasks: list[Callable[[], dict]], pieces: Pieces, jobs: int) -> list[dict]:
-    """Every task's result, ``jobs`` at a time; the first failure stops the run.
-
-    After a failure or Ctrl-C no new piece starts; the running ones finish
-    and are written, so a rerun loses nothing finished.
-    """
-    pool = ThreadPoolExecutor(max_workers=jobs)
-    try:
-        futures = [pool.submit(task) for task in tasks]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in done:
-            if future.exception() is not None:
-                raise future.exception()
-        return [future.result() for future in futures]
-    finally:
-        pieces.stop.set()
-        pool.shutdown(cancel_futures=True)
 
 
 # --- eight schools ------------------------------------------------------------------------

@@ -1,0 +1,201 @@
+"""LCVI on Last.fm by the authors' own optimisation recipe, re-implemented: does it give their risks?
+
+stanflow's LCVI on Last.fm (``lcvi-mf``) reaches the published test risks for
+three losses but not for tilted 0.8 (about 0.3974 against the authors'
+0.3951 +- 0.0004), and the paper's joint optimisation with one draw per step
+(``lcvi-joint``) does not close that gap either. What is left is the
+authors' own recipe, which this workflow re-implements
+(:mod:`stanflow.lcvi.mf_minibatch`, a NumPy twin of
+``stan/lcvi/matrix_factorisation_joint.stan`` tested against it): minibatches
+of 100 users with their terms scaled by ``I / B``, 11 draws for the ELBO and
+300 separate draws with one outcome each for the utility term, softplus
+scales, Adam at ``lr = 0.01`` on means, scales and the decisions of every cell
+from standard normal starts, 30001 steps, float32; ``gamma = 1.62``, the
+authors' value for both tilted losses; the lcvi-mf code setting (992 x 100,
+``K = 20``, likelihood sd 1, prior sd 10, the authors' split).
+
+Per seed (3; ``--quick``: 2, on the first 200 users x 30 artists, ``K = 5``,
+300 steps): plain VI by the recipe (no utility term) and LCVI for the
+paper's tilted 0.2 and 0.8 (check loss). Test risk at the Bayes decisions of
+each fitted ``q`` (1000 draws, the noise integrated out), the evaluation of
+every LCVI workflow; the authors' rule (the q-th percentile of predictive
+draws) agrees with it to 0.0002 (docs/lcvi.md).
+
+Each piece (a seed's plain VI, a seed's LCVI for one loss) is written to
+``runs/`` when done; a rerun continues where it stopped; seeds run in
+parallel, one per core. Writes ``risks.png`` (VI and LCVI test risk per seed
+beside the reference) and ``summary.json``: per loss ``vi``, ``lcvi``,
+``reduction_pct`` (``mean``, ``sd``, ``per_seed``) and ``reference`` (the
+authors' 10 seeds, ``data/lcvi_mf_reference.json``); ``recipe``, ``gamma``,
+``n_seeds``, ``seed``, ``jobs``, ``compute_seconds``, ``runs``, ``quick``.
+Without the data file the workflow stops at once, naming the file and where
+it comes from.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from stanflow.lcvi import empirical_risk
+from stanflow.lcvi.mf import (
+    cell_locations,
+    load_lastfm,
+    matrix_factorisation,
+    reference_split,
+    reference_test_risks,
+)
+from stanflow.lcvi.mf_minibatch import AUTHORS, Recipe, fit
+from stanflow.losses import BoundLoss, bound_loss
+from stanflow.models.evaluation import default_threads
+from stanflow.workflows import Pieces, main, run_parallel, save_figure
+
+DESCRIPTION = (
+    "LCVI for Last.fm by the authors' own recipe (minibatches of 100 users, 11 ELBO and "
+    "300 utility draws, Adam, float32), re-implemented: test risks against theirs"
+)
+
+LOSSES = {"tilted_0.2": 0.2, "tilted_0.8": 0.8}  # the paper's label -> check loss tau
+GAMMA = 1.62  # the authors' exp-utility gamma for both (data/lcvi_mf_reference.json, source)
+NOISE_SD, PRIOR_SD = 1.0, 10.0
+EVAL_DRAWS = 1000
+
+
+class Part(NamedTuple):
+    """The data, the latent dimension, the recipe and the seeds."""
+
+    Y: np.ndarray
+    K: int
+    recipe: Recipe
+    seeds: range
+
+    def config(self) -> dict:
+        """What a piece depends on (the seed is in its name)."""
+        return {"shape": list(self.Y.shape), "K": self.K, "recipe": self.recipe._asdict(),
+                "gamma": GAMMA, "eval_draws": EVAL_DRAWS, "record": 1}
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Fit plain VI and LCVI per loss for each seed (resuming from ``out/runs``); plot; summarise."""
+    Y = load_lastfm(30 if quick else 100)  # stops at once, naming the file, without the data
+    part = Part(
+        Y=Y[:200] if quick else Y,
+        K=5 if quick else 20,
+        recipe=AUTHORS._replace(iterations=300) if quick else AUTHORS,
+        seeds=range(1, 3 if quick else 4),
+    )
+    pieces = Pieces(out / "runs")
+    jobs = min(default_threads(), len(part.seeds))
+    runs = run_parallel([partial(seed_run, part, seed, pieces) for seed in part.seeds], pieces,
+                        jobs)
+    reference = reference_test_risks(LOSSES)
+    summary = {
+        name: {
+            key: _spread([run[name][key] for run in runs])
+            for key in ("vi", "lcvi", "reduction_pct")
+        } | {"reference": reference[name]}
+        for name in LOSSES
+    }
+    _plot(summary, out / "risks.png", with_reference=not quick)
+    return summary | {
+        "recipe": part.recipe._asdict(),
+        "gamma": GAMMA,
+        "n_seeds": len(part.seeds),
+        "seed": list(part.seeds),
+        "jobs": jobs,
+        "compute_seconds": float(sum(run["compute_seconds"] for run in runs)),
+        "runs": runs,
+        "shape": list(part.Y.shape),
+        "K": part.K,
+        "quick": quick,
+    }
+
+
+def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
+    """One seed: plain VI (its test risk for every loss), then LCVI per loss."""
+    split = reference_split(part.Y.shape)
+    problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
+    losses = {name: bound_loss("check", tau=tau) for name, tau in LOSSES.items()}
+    test = partial(_test_risks, part, split)
+    config = part.config()
+    first = next(iter(losses))
+    vi = pieces.get(f"seed-{seed}-vi", config,
+                    partial(_fit, problem, part, seed, losses[first], 0.0, test, losses))
+    record: dict[str, Any] = {"seed": seed, "seconds_vi": vi["seconds"]}
+    spent = [vi["seconds"]]
+    for name, loss in losses.items():
+        lcvi = pieces.get(f"seed-{seed}-{name}", config,
+                          partial(_fit, problem, part, seed, loss, GAMMA, test, {name: loss}))
+        spent.append(lcvi["seconds"])
+        risk_vi, risk_lcvi = vi["test_risk"][name], lcvi["test_risk"][name]
+        record[name] = {
+            "vi": risk_vi,
+            "lcvi": risk_lcvi,
+            "reduction_pct": 100 * (risk_vi - risk_lcvi) / risk_vi,
+            "seconds_lcvi": lcvi["seconds"],
+        }
+    record["compute_seconds"] = sum(spent)
+    return record
+
+
+def _fit(problem, part: Part, seed: int, loss: BoundLoss, coefficient: float, test,
+         judged: dict[str, BoundLoss]) -> dict:
+    """One run of the recipe and the test risks of its end state for the ``judged`` losses."""
+    result = fit(problem, loss, coefficient, recipe=part.recipe, seed=seed)
+    draws = result.draws(EVAL_DRAWS, np.random.default_rng(10_000 + seed))
+    return {"test_risk": test(draws, judged), "seconds_optimise": result.seconds}
+
+
+def _test_risks(part: Part, split, draws: np.ndarray, losses: dict[str, BoundLoss]) -> dict:
+    """Empirical test risk at the Bayes decisions of ``draws``, per loss."""
+    loc = cell_locations(draws, (*part.Y.shape, part.K), split.test_rows, split.test_cols)
+    y_test = part.Y[split.test_rows, split.test_cols]
+    sd = np.full(y_test.size, NOISE_SD)
+    return {
+        name: empirical_risk(y_test, loss.mixture_decision(loc, sd), loss)
+        for name, loss in losses.items()
+    }
+
+
+def _spread(values: list[float]) -> dict:
+    values = np.asarray(values, dtype=float)
+    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
+    return {"mean": float(values.mean()), "sd": sd, "per_seed": values.tolist()}
+
+
+def _plot(summary: dict, path: Path, with_reference: bool) -> None:
+    """VI and LCVI test risk per seed, beside the authors' mean +- sd (full problem only)."""
+    figure, axes = plt.subplots(1, len(LOSSES), figsize=(4.5 * len(LOSSES), 4))
+    for axis, name in zip(axes, LOSSES, strict=True):
+        part = summary[name]
+        vi, lcvi = part["vi"]["per_seed"], part["lcvi"]["per_seed"]
+        axis.plot([-0.1, 0.1], [vi, lcvi], color="C0", alpha=0.4, linewidth=0.8)
+        axis.scatter(np.full(len(vi), -0.1), vi, marker="s", facecolors="none",
+                     edgecolors="C0", label="VI (seed)")
+        axis.scatter(np.full(len(lcvi), 0.1), lcvi, marker="o", color="C0", label="LCVI (seed)")
+        labels = ["the recipe, re-implemented"]
+        if with_reference:
+            reference = part["reference"]
+            for x, key, marker in ((0.9, "vi", "s"), (1.1, "lcvi", "o")):
+                axis.errorbar(x, reference[key]["mean"], yerr=reference[key]["sd"], fmt=marker,
+                              color="C3", capsize=4)
+            labels.append("the authors (10 seeds)")
+        axis.set_xticks(range(len(labels)), labels)
+        axis.set_title(name.replace("_", " "))
+    axes[0].set_ylabel("empirical test risk at the Bayes decisions")
+    axes[0].legend(fontsize=8)
+    figure.suptitle("Last.fm: LCVI by the authors' recipe")
+    save_figure(figure, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main(run, DESCRIPTION))
