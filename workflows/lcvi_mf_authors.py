@@ -64,7 +64,7 @@ DESCRIPTION = (
     "300 utility draws, Adam, float32), re-implemented: test risks against theirs"
 )
 
-LOSSES = {"tilted_0.2": 0.2, "tilted_0.8": 0.8}  # the paper's label -> check loss tau
+LOSSES = {"tilted_0.8": 0.8, "tilted_0.2": 0.2}  # paper's label -> tau; 0.8, the question, first
 GAMMA = 1.62  # the authors' exp-utility gamma for both (data/lcvi_mf_reference.json, source)
 NOISE_SD, PRIOR_SD = 1.0, 10.0
 EVAL_DRAWS = 1000
