@@ -23,11 +23,12 @@ import inspect
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from pathlib import Path
 from types import ModuleType
@@ -232,6 +233,13 @@ class Checkpoint:
         return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
 
 
+def seed_spread(values: Iterable[float]) -> dict[str, Any]:
+    """``{"mean", "sd", "per_seed"}`` of per-seed values (the sample sd; 0 for one value)."""
+    per_seed = [float(value) for value in values]
+    sd = statistics.stdev(per_seed) if len(per_seed) > 1 else 0.0
+    return {"mean": statistics.fmean(per_seed), "sd": sd, "per_seed": per_seed}
+
+
 class Stopped(RuntimeError):
     """Raised by :meth:`Pieces.get` once the run is stopping."""
 
@@ -291,9 +299,9 @@ def run_parallel(tasks: list[Callable[[], Any]], pieces: Pieces, jobs: int) -> l
     try:
         futures = [pool.submit(guarded, task) for task in tasks]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        for future in done:
-            if future.exception() is not None:
-                raise future.exception()
+        failures = [f.exception() for f in done if f.exception() is not None]
+        if failures:  # the cause, not the pieces it stopped
+            raise next((e for e in failures if not isinstance(e, Stopped)), failures[0])
         return [future.result() for future in futures]
     finally:
         pieces.stop.set()

@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -258,27 +259,37 @@ def test_pieces_are_computed_once_and_another_configuration_is_named(tmp_path):
 
 def test_run_parallel_stops_at_the_first_failure_and_starts_no_new_piece(tmp_path):
     pieces = Pieces(tmp_path)
-    started = []
+    started, b_running = [], threading.Event()
 
     def piece(name, seconds=0.0):
         def compute():
             started.append(name)
+            if name == "b":
+                b_running.set()
             time.sleep(seconds)
             return {}
         return compute
 
     def failing():
+        b_running.wait(5)
         pieces.get("a", {}, piece("a"))
         raise RuntimeError("task failed")
 
     def slow():
         pieces.get("b", {}, piece("b", 0.5))  # running when the failure comes: finishes
-        pieces.get("c", {}, piece("c"))  # starts after it: refused
+        pieces.get("c", {}, piece("c"))  # would start after it: refused
 
     with pytest.raises(RuntimeError, match="task failed"):
         run_parallel([slow, failing, slow], pieces, jobs=2)
-    assert started == ["b", "a"] or started == ["a", "b"]
+    assert started == ["b", "a"]
     assert (tmp_path / "b.json").is_file() and not (tmp_path / "c.json").exists()
     with pytest.raises(Stopped, match="not started: c"):
         pieces.get("c", {}, piece("c"))
     assert run_parallel([lambda: 1, lambda: 2], Pieces(tmp_path), jobs=2) == [1, 2]
+
+
+def test_seed_spread_is_the_mean_and_sample_sd():
+    spread = workflows.seed_spread(np.array([1.0, 2.0, 4.0]))
+    assert spread == {"mean": pytest.approx(7 / 3), "sd": pytest.approx(np.std([1, 2, 4], ddof=1)),
+                      "per_seed": [1.0, 2.0, 4.0]}
+    assert workflows.seed_spread([0.5]) == {"mean": 0.5, "sd": 0.0, "per_seed": [0.5]}

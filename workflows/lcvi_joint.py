@@ -97,7 +97,14 @@ from stanflow.lcvi.utility import outcome_base_samples, utility_at_locations
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import log_density_rows
 from stanflow.models.evaluation import default_threads
-from stanflow.workflows import DATA_DIR, Pieces, main, run_parallel, save_figure
+from stanflow.workflows import (
+    DATA_DIR,
+    Pieces,
+    main,
+    run_parallel,
+    save_figure,
+    seed_spread,
+)
 
 DESCRIPTION = (
     "LCVI's loop against the paper's joint Adam optimisation, fresh and fixed outcome "
@@ -428,12 +435,6 @@ def _with_reductions(record: dict) -> dict:
     return record
 
 
-def _spread(values: list[float]) -> dict:
-    values = np.asarray(values, dtype=float)
-    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
-    return {"mean": float(values.mean()), "sd": sd, "per_seed": values.tolist()}
-
-
 def summarise(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]) -> dict:
     """Per method: each quantity's mean, sd and per-seed values; differences per seed."""
     summary: dict[str, Any] = {"methods": {}, "paired": {}}
@@ -442,13 +443,13 @@ def summarise(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]
             key for key in extra if key in runs[0][method]
         )
         summary["methods"][method] = {
-            key: _spread([run[method][key] for run in runs]) for key in keys
+            key: seed_spread([run[method][key] for run in runs]) for key in keys
         } | {"seeds_reduced": int(sum(run[method]["reduction_pct"] > 0 for run in runs))}
     for a, b in (("fresh", "loop"), ("fixed", "fresh")):
         if a in methods and b in methods:
             shared = [key for key in extra if key in runs[0][a] and key in runs[0][b]]
             summary["paired"][f"{a}_minus_{b}"] = {
-                key: _spread([run[a][key] - run[b][key] for run in runs])
+                key: seed_spread([run[a][key] - run[b][key] for run in runs])
                 for key in ("risk_lcvi", "reduction_pct", *shared)
             }
     return summary

@@ -57,7 +57,7 @@ from stanflow.lcvi.mf import (
 from stanflow.lcvi.mf_minibatch import AUTHORS, Recipe, fit
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models.evaluation import default_threads
-from stanflow.workflows import Pieces, main, run_parallel, save_figure
+from stanflow.workflows import Pieces, main, run_parallel, save_figure, seed_spread
 
 DESCRIPTION = (
     "LCVI for Last.fm by the authors' own recipe (minibatches of 100 users, 11 ELBO and "
@@ -100,7 +100,7 @@ def run(out: Path, quick: bool) -> dict:
     reference = reference_test_risks(LOSSES)
     summary = {
         name: {
-            key: _spread([run[name][key] for run in runs])
+            key: seed_spread([run[name][key] for run in runs])
             for key in ("vi", "lcvi", "reduction_pct")
         } | {"reference": reference[name]}
         for name in LOSSES
@@ -164,12 +164,6 @@ def _test_risks(part: Part, split, draws: np.ndarray, losses: dict[str, BoundLos
         name: empirical_risk(y_test, loss.mixture_decision(loc, sd), loss)
         for name, loss in losses.items()
     }
-
-
-def _spread(values: list[float]) -> dict:
-    values = np.asarray(values, dtype=float)
-    sd = float(values.std(ddof=1)) if values.size > 1 else 0.0
-    return {"mean": float(values.mean()), "sd": sd, "per_seed": values.tolist()}
 
 
 def _plot(summary: dict, path: Path, with_reference: bool) -> None:
