@@ -159,21 +159,25 @@ def log_density_gradient(
     residual = (np.asarray(data["y"]) - loc) / noise_sd**2
     y_out = loc + noise_sd * np.asarray(eps_y)
     dl_dh = _loss_gradient(loss)(y_out, h)
-    log_normal = -0.5 * np.log(2 * np.pi)
     lp = (
-        np.sum(log_normal - np.log(noise_sd) - 0.5 * (residual * noise_sd) ** 2)
-        + np.sum(log_normal - np.log(prior_sd) - 0.5 * (U / prior_sd) ** 2)
-        + np.sum(log_normal - np.log(prior_sd) - 0.5 * (V / prior_sd) ** 2)
+        _normal_lpdf(residual * noise_sd, noise_sd)
+        + _normal_lpdf(U, prior_sd)
+        + _normal_lpdf(V, prior_sd)
         - coefficient * np.sum(loss.value(y_out, h))
     )
     d_loc = np.zeros((data["I"], data["J"]))
-    np.add.at(d_loc, (cells.rows, cells.cols), residual + coefficient * dl_dh)
+    d_loc[cells.rows, cells.cols] = residual + coefficient * dl_dh  # each cell once
     return (
         float(lp),
         d_loc @ V - U / prior_sd**2,
         d_loc.T @ U - V / prior_sd**2,
         -coefficient * dl_dh,
     )
+
+
+def _normal_lpdf(x: np.ndarray, sd: float) -> float:
+    """``sum log N(x | 0, sd^2)``, with the constant."""
+    return float(np.sum(-0.5 * np.log(2 * np.pi) - np.log(sd) - 0.5 * (x / sd) ** 2))
 
 
 def fit(
