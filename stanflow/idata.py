@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +39,7 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.atomic import write_atomic
 
 Fit = (
     cmdstanpy.CmdStanMCMC
@@ -266,15 +266,7 @@ def save(idata: Results, path: str | os.PathLike) -> Path:
     path = Path(path)
     if not path.parent.is_dir():
         raise ValueError(f"path: folder {path.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        arviz_compat.write_netcdf(idata, tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_atomic(path, lambda tmp: arviz_compat.write_netcdf(idata, tmp))
     return path
 
 

@@ -25,7 +25,6 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -35,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 from stanflow import provenance
+from stanflow.atomic import write_atomic
 from stanflow.resources import resource_dir
 
 WORKFLOWS_DIR = resource_dir("workflows")
@@ -247,6 +247,7 @@ class Stopped(RuntimeError):
 class Pieces:
     """Finished pieces, one JSON file each under ``folder``: a rerun reads them back.
 
+    A piece may also keep a partial state in :meth:`scratch` while it runs.
     One file per piece (not one :class:`Checkpoint` file), so that threads
     (:func:`run_parallel`) write their pieces concurrently. A file
     written under another configuration is an error naming it: a piece can
@@ -275,8 +276,20 @@ class Pieces:
         record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record)
+        self.scratch(name).unlink(missing_ok=True)
         print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
+
+    def scratch(self, name: str) -> Path:
+        """A file (``.npz``) where the piece ``name`` may keep its partial state.
+
+        For a piece that checkpoints itself (e.g.
+        :func:`stanflow.lcvi.mf_minibatch.fit`'s ``checkpoint``); :meth:`get`
+        removes it once the piece is written.
+        """
+        path = self.folder / f"{name}.partial.npz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
 
 
 def run_parallel(tasks: list[Callable[[], Any]], pieces: Pieces, jobs: int) -> list[Any]:
@@ -316,7 +329,7 @@ def write_text(path: Path, text: str) -> Path:
     pathlib.Path
         The file written.
     """
-    return _write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text))
+    return write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text))
 
 
 def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
@@ -340,26 +353,12 @@ def save_figure(fig: Any, path: Path, dpi: int = 120) -> Path:
     try:
         if path.suffix != ".png":
             raise ValueError(f"path must end in .png, got {path}")
-        return _write_atomic(
+        return write_atomic(
             path,
             lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight"),
         )
     finally:
         plt.close(fig)
-
-
-def _write_atomic(path: Path, write: Callable[[str], Any]) -> Path:
-    """Call ``write`` on a temporary file beside ``path``, then rename it to it."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
 
 
 def _jsonable(value: Any, where: str) -> Any:

@@ -6,8 +6,9 @@
   matrix as the batch they equal its gradient at the drawn factors; over the
   batches of an epoch (equal sizes, fixed draws) the scaled minibatch
   gradients average to the full-batch gradient exactly.
-- Plain VI by the recipe recovers a low-rank matrix from half its cells; bad
-  input is named before any work.
+- Plain VI by the recipe recovers a low-rank matrix from half its cells; a
+  run stopped and rerun from its checkpoint gives the uninterrupted run's
+  numbers exactly; bad input is named before any work.
 """
 
 from __future__ import annotations
@@ -168,14 +169,48 @@ def test_plain_vi_by_the_recipe_recovers_a_low_rank_matrix():
 
 
 @pytest.mark.parametrize(
-    "loss, coefficient, recipe, match",
+    "loss, coefficient, recipe, every, match",
     [
-        (bound_loss("linex", c=1.0), 0.5, Recipe(), "linex"),
-        (LOSS, -1.0, Recipe(), "coefficient"),
-        (LOSS, 0.5, Recipe(batch_rows=0), "recipe.batch_rows"),
-        (LOSS, 0.5, Recipe(lr=0.0), "recipe.lr"),
+        (bound_loss("linex", c=1.0), 0.5, Recipe(), 1000, "linex"),
+        (LOSS, -1.0, Recipe(), 1000, "coefficient"),
+        (LOSS, 0.5, Recipe(batch_rows=0), 1000, "recipe.batch_rows"),
+        (LOSS, 0.5, Recipe(lr=0.0), 1000, "recipe.lr"),
+        (LOSS, 0.5, Recipe(), 0, "checkpoint_every"),
     ],
 )
-def test_bad_input_is_named(loss, coefficient, recipe, match):
+def test_bad_input_is_named(loss, coefficient, recipe, every, match):
     with pytest.raises(ValueError, match=match):
-        fit(_problem(), loss, coefficient, recipe=recipe)
+        fit(_problem(), loss, coefficient, recipe=recipe, checkpoint_every=every)
+
+
+def test_a_run_stopped_and_rerun_from_its_checkpoint_is_the_uninterrupted_run(
+    tmp_path, monkeypatch
+):
+    from stanflow.lcvi import mf_minibatch
+
+    problem = _problem()
+    recipe = Recipe(iterations=30, batch_rows=5, elbo_draws=2, utility_draws=3)
+    whole = fit(problem, LOSS, 0.5, recipe=recipe, seed=4)
+    state = tmp_path / "state.npz"
+    calls = []
+    elbo = mf_minibatch.elbo_gradient
+
+    def crashing(*args):
+        calls.append(1)
+        if len(calls) == 20:  # during step 20: the last state saved is step 14's
+            raise KeyboardInterrupt
+        return elbo(*args)
+
+    monkeypatch.setattr(mf_minibatch, "elbo_gradient", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        fit(problem, LOSS, 0.5, recipe=recipe, seed=4, checkpoint=state, checkpoint_every=7)
+    calls.clear()
+    resumed = fit(problem, LOSS, 0.5, recipe=recipe, seed=4, checkpoint=state, checkpoint_every=7)
+    assert len(calls) == 30 - 14
+    for field in ("mu_U", "sd_U", "mu_V", "sd_V", "h"):
+        assert np.array_equal(getattr(resumed, field), getattr(whole, field)), field
+    calls.clear()  # the finished state: nothing left to do
+    again = fit(problem, LOSS, 0.5, recipe=recipe, seed=4, checkpoint=state, checkpoint_every=7)
+    assert not calls and np.array_equal(again.h, whole.h)
+    with pytest.raises(ValueError, match="state.npz is the state of another run"):
+        fit(problem, LOSS, 0.5, recipe=recipe, seed=5, checkpoint=state)

@@ -27,6 +27,8 @@ Stan file through bridgestan (``tests/test_lcvi_mf_minibatch.py``), and
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from collections.abc import Callable
 from typing import NamedTuple
@@ -36,6 +38,7 @@ import numpy as np
 from stanflow.adam import adam_update
 from stanflow.lcvi.problem import Problem
 from stanflow.losses import BoundLoss, get_loss
+from stanflow.optimiser_state import OptimiserState, load_state, save_state
 
 DIFFERENCE_LOSSES = ("check", "absolute", "squared")
 """Losses of ``y - h``: the ones the twin's outcome gradient covers."""
@@ -187,6 +190,8 @@ def fit(
     *,
     recipe: Recipe = AUTHORS,
     seed: int = 0,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
 ) -> MinibatchFit:
     """Plain VI (``coefficient = 0``) or LCVI by the authors' recipe (module docstring).
 
@@ -201,34 +206,32 @@ def fit(
         l)``, ``1 / M`` for ``M - l``; 0 is plain VI.
     recipe : Recipe
     seed : int
+    checkpoint : path-like, optional
+        A file (``.npz``) for the optimiser's state, saved every
+        ``checkpoint_every`` steps and at the end: a rerun with the same
+        arguments continues from it with exactly the numbers of an
+        uninterrupted run (:mod:`stanflow.optimiser_state`); a state of other
+        arguments is an error naming the file. Remove it once the result is kept.
+    checkpoint_every : int, default 1000
 
     Returns
     -------
     MinibatchFit
     """
-    dloss = _loss_gradient(loss, recipe.dtype)
-    if not (np.isfinite(coefficient) and coefficient >= 0):
-        raise ValueError(f"coefficient must be finite and >= 0, got {coefficient!r}")
-    for name in ("iterations", "batch_rows", "elbo_draws", "utility_draws"):
-        value = getattr(recipe, name)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"recipe.{name} must be an integer >= 1, got {value!r}")
-    if not recipe.lr > 0:
-        raise ValueError(f"recipe.lr must be positive, got {recipe.lr!r}")
+    dloss = _checked(loss, coefficient, recipe, checkpoint_every)
     dtype = np.dtype(recipe.dtype)
     data = problem.data
     I, J, K = data["I"], data["J"], data["K"]
     cells = _cells(problem, dtype)
     noise_sd, prior_var = dtype.type(data["noise_sd"]), dtype.type(data["prior_sd"] ** 2)
-    rng = np.random.default_rng(seed)
-    # mu_U, rho_U, mu_V, rho_V and h of every cell, standard normal starts
-    shapes = [(I, K), (I, K), (J, K), (J, K), (I, J)]
-    params = [rng.standard_normal(shape).astype(dtype) for shape in shapes]
-    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
-    order = np.arange(I)
+    signature = _signature(problem, loss, coefficient, recipe, seed)
+    state = (None if checkpoint is None else load_state(checkpoint, signature)) or _first_state(
+        (I, J, K), dtype, seed
+    )
+    params, moments, order, rng = state.arrays[:5], state.arrays[5:15], state.arrays[15], state.rng
     batches = -(-I // recipe.batch_rows)
-    started = time.perf_counter()
-    for step in range(recipe.iterations):
+    started = time.perf_counter() - state.seconds
+    for step in range(state.step, recipe.iterations):
         batch = step % batches
         if batch == 0:
             order = rng.permutation(I)
@@ -250,8 +253,13 @@ def fit(
         full = [np.zeros_like(p) for p in params]
         full[0][rows], full[1][rows], full[2], full[3] = grads
         full[4][rows] = g_H
-        for p, g, (m, v) in zip(params, full, moments, strict=True):
+        for p, g, m, v in zip(params, full, moments[0::2], moments[1::2], strict=True):
             adam_update(p, g, m, v, step + 1, recipe.lr, ascent=True)
+        done = step + 1
+        if checkpoint is not None and (done % checkpoint_every == 0 or done == recipe.iterations):
+            save_state(checkpoint, signature,
+                       OptimiserState(done, [*params, *moments, order], rng,
+                                      time.perf_counter() - started))
     seconds = time.perf_counter() - started
     mu_U, rho_U, mu_V, rho_V, H = params
     return MinibatchFit(
@@ -262,6 +270,56 @@ def fit(
         H[cells.rows, cells.cols].astype(float),
         seconds,
     )
+
+
+def _checked(
+    loss: BoundLoss, coefficient: float, recipe: Recipe, checkpoint_every: int
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``d loss / d h`` (:func:`_loss_gradient`) once :func:`fit`'s other arguments are checked."""
+    dloss = _loss_gradient(loss, recipe.dtype)
+    if not (np.isfinite(coefficient) and coefficient >= 0):
+        raise ValueError(f"coefficient must be finite and >= 0, got {coefficient!r}")
+    for name in ("iterations", "batch_rows", "elbo_draws", "utility_draws"):
+        value = getattr(recipe, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"recipe.{name} must be an integer >= 1, got {value!r}")
+    if not recipe.lr > 0:
+        raise ValueError(f"recipe.lr must be positive, got {recipe.lr!r}")
+    if (
+        isinstance(checkpoint_every, bool)
+        or not isinstance(checkpoint_every, int)
+        or checkpoint_every < 1
+    ):
+        raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+    return dloss
+
+
+def _signature(problem: Problem, loss: BoundLoss, coefficient: float, recipe: Recipe,
+               seed: int) -> dict:
+    """Everything :func:`fit`'s steps depend on, the data as a digest."""
+    data = problem.data
+    digest = hashlib.sha256()
+    for name in ("cell", "y"):
+        digest.update(np.ascontiguousarray(data[name], dtype=float).tobytes())
+    return {
+        "shape": [data["I"], data["J"], data["K"]],
+        "sd": [float(data["noise_sd"]), float(data["prior_sd"])],
+        "data_sha256": digest.hexdigest(),
+        "loss": [loss.name, [float(p) for p in loss.params]],
+        "coefficient": float(coefficient),
+        "recipe": recipe._asdict(),
+        "seed": seed,
+    }
+
+
+def _first_state(shape: tuple[int, int, int], dtype: np.dtype, seed: int) -> OptimiserState:
+    """Standard normal means, scales' ``rho`` and decisions; Adam's moments at zero."""
+    I, J, K = shape
+    rng = np.random.default_rng(seed)
+    # mu_U, rho_U, mu_V, rho_V and h of every cell
+    params = [rng.standard_normal(s).astype(dtype) for s in [(I, K), (I, K), (J, K), (J, K), (I, J)]]
+    moments = [np.zeros_like(p) for p in params for _ in range(2)]  # m, v of each
+    return OptimiserState(0, [*params, *moments, np.arange(I)], rng, 0.0)
 
 
 class BatchCells(NamedTuple):

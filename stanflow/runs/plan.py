@@ -21,6 +21,7 @@ from typing import Any
 
 import cmdstanpy
 
+from stanflow.atomic import write_atomic
 from stanflow.runs.seeds import run_seed
 from stanflow.runs.spec import CheckedRun
 
@@ -158,7 +159,8 @@ def write_plan(folder: Path, plan: Plan) -> None:
                 "folder, or RunSet.open(out_dir) to continue that one"
             )
         return
-    _atomic_write(path, json.dumps(plan.to_json(), indent=1).encode())
+    text = json.dumps(plan.to_json(), indent=1)
+    write_atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def read_plan(folder: Path) -> Plan:
@@ -188,14 +190,3 @@ def _write_input(folder: Path, prefix: str, values: Mapping[str, Any]) -> str:
         if os.path.exists(tmp):
             os.remove(tmp)
     return name
-
-
-def _atomic_write(path: Path, content: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(content)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)

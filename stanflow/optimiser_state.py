@@ -1,0 +1,85 @@
+"""An in-process optimiser's state on disk, so that a long optimisation resumes where it stopped.
+
+Guarantee: an optimiser that saves its :class:`OptimiserState` every few steps
+with :func:`save_state` and, on a rerun, continues from :func:`load_state`
+computes exactly the numbers of an uninterrupted run: the arrays are stored bit
+for bit (``.npz``, written atomically) together with the random generator's
+whole state. A file saved under another ``signature`` (the problem, the
+settings, the seed: whatever the run depends on) is an error naming the file,
+never resumed by mistake.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from stanflow.atomic import write_atomic
+
+
+class OptimiserState(NamedTuple):
+    """Where an optimisation stands.
+
+    Attributes
+    ----------
+    step : int
+        Steps done.
+    arrays : list of ndarray
+        Everything the next step reads (parameters, moments, orders...).
+    rng : numpy.random.Generator
+        The generator of the next step's random numbers.
+    seconds : float
+        Wall time of the steps done, over all runs.
+    """
+
+    step: int
+    arrays: list[np.ndarray]
+    rng: np.random.Generator
+    seconds: float
+
+
+def save_state(path: str | os.PathLike, signature: dict[str, Any], state: OptimiserState) -> None:
+    """Write ``state`` and the run's ``signature`` (JSON-like) to ``path`` atomically."""
+    header = {
+        "signature": signature,
+        "step": state.step,
+        "seconds": state.seconds,
+        "rng": state.rng.bit_generator.state,
+    }
+    arrays = {f"array_{i}": a for i, a in enumerate(state.arrays)}
+    with_header = arrays | {"header": np.array(json.dumps(header))}
+    write_atomic(path, lambda tmp: _savez(tmp, with_header))
+
+
+def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserState | None:
+    """The state saved at ``path``, or ``None`` when there is no file.
+
+    Raises
+    ------
+    ValueError
+        If the file was saved by a run with another ``signature``.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as saved:
+        header = json.loads(str(saved["header"]))
+        if header["signature"] != json.loads(json.dumps(signature)):
+            raise ValueError(
+                f"{path} is the state of another run ({header['signature']}, not {signature}): "
+                "remove it or choose another file"
+            )
+        arrays = [saved[f"array_{i}"] for i in range(len(saved.files) - 1)]
+    bit_generator = getattr(np.random, header["rng"]["bit_generator"])()
+    bit_generator.state = header["rng"]
+    return OptimiserState(header["step"], arrays, np.random.Generator(bit_generator),
+                          header["seconds"])
+
+
+def _savez(tmp: str, arrays: dict[str, np.ndarray]) -> None:
+    with open(tmp, "wb") as handle:  # a file object: np.savez would append ".npz" to a name
+        np.savez(handle, **arrays)
