@@ -204,8 +204,11 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
 
 def test_authors_recipe_workflow(tmp_path):
     summary = run_workflow("lcvi-mf-authors", tmp_path, quick=True)
-    names = sorted(path.name for path in (tmp_path / "runs").iterdir())
-    assert names == [f"seed-{s}-{p}.json" for s in (1, 2) for p in ("tilted_0.8", "vi")]
+    names = sorted(path.name for path in (tmp_path / "runs").iterdir())  # no partial state left
+    ablated = ["tilted_0.8-utility_draws-1", "tilted_0.8-utility_draws-1-batch_rows-200"]
+    pieces = [f"seed-{s}-{p}" for s in (1, 2) for p in ("tilted_0.8", "vi")] + [
+        f"seed-1-{a}" for a in ablated]
+    assert names == sorted(f"{piece}.json" for piece in pieces)
     assert summary["seed"] == [1, 2] and summary["recipe"]["utility_draws"] == 300
     part = summary["tilted_0.8"]
     vi, lcvi = np.array(part["vi"]["per_seed"]), np.array(part["lcvi"]["per_seed"])
@@ -218,5 +221,11 @@ def test_authors_recipe_workflow(tmp_path):
         "per_seed"]
     assert all(summary[name]["reference"]["n_seeds"] == 10 for name in ("tilted_0.2", "tilted_0.8"))
     assert all(run["seconds_vi"] > 0 for run in summary["runs"])
+    # the ablation: seed 1's LCVI with the recipe changed, beside the recipe's own
+    ablation = summary["ablation"]
+    assert ablation["recipe"] == summary["runs"][0]["tilted_0.8"]["lcvi"]
+    assert [v["change"] for v in ablation["variants"]] == [
+        {"utility_draws": 1}, {"utility_draws": 1, "batch_rows": 200}]
+    assert len({v["lcvi"] for v in ablation["variants"]} | {ablation["recipe"]}) == 3
     assert (tmp_path / "risks.png").stat().st_size > 0
     assert run_workflow("lcvi-mf-authors", tmp_path, quick=True)["runs"] == summary["runs"]

@@ -21,7 +21,10 @@ question (for tilted 0.2 stanflow's loop already reaches the authors' LCVI
 risk, and an LCVI run by the recipe costs about 50 minutes). Test risk at the
 Bayes decisions of each fitted ``q`` (1000 draws, the noise integrated out),
 the evaluation of every LCVI workflow; the authors' rule (the q-th percentile
-of predictive draws) agrees with it to 0.0002 (docs/lcvi.md).
+of predictive draws) agrees with it to 0.0002 (docs/lcvi.md). An ablation
+(:func:`ablations`, seed 1, tilted 0.8) reruns LCVI with one utility draw per
+step, and with one draw and no minibatches, to say which part of the recipe
+matters.
 
 Each piece (a seed's plain VI, a seed's LCVI) is written to ``runs/`` when
 done, and a running piece saves its optimiser's state there every 1000 steps:
@@ -30,7 +33,8 @@ parallel, one per core. Writes ``risks.png`` (VI and LCVI test risk per seed
 beside the reference) and ``summary.json``: per loss ``vi`` and for tilted
 0.8 ``lcvi`` and ``reduction_pct`` (``mean``, ``sd``, ``per_seed``), and
 ``reference`` (the authors' 10 seeds, ``data/lcvi_mf_reference.json``);
-``recipe``, ``gamma``,
+``ablation`` (``seed``, ``loss``, the recipe's LCVI risk ``recipe``, and per
+variant its ``change``, ``lcvi`` and ``seconds_lcvi``); ``recipe``, ``gamma``,
 ``n_seeds``, ``seed``, ``jobs``, ``compute_seconds``, ``runs``, ``quick``.
 Without the data file the workflow stops at once, naming the file and where
 it comes from.
@@ -73,6 +77,7 @@ LCVI_LOSSES = ("tilted_0.8",)  # the loss in question
 GAMMA = 1.62  # the authors' exp-utility gamma for both (data/lcvi_mf_reference.json, source)
 NOISE_SD, PRIOR_SD = 1.0, 10.0
 EVAL_DRAWS = 1000
+ABLATION_SEED, ABLATION_LOSS = 1, "tilted_0.8"
 
 
 class Part(NamedTuple):
@@ -99,9 +104,13 @@ def run(out: Path, quick: bool) -> dict:
         seeds=range(1, 3 if quick else 4),
     )
     pieces = Pieces(out / "runs")
-    jobs = min(default_threads(), len(part.seeds))
-    runs = run_parallel([partial(seed_run, part, seed, pieces) for seed in part.seeds], pieces,
-                        jobs)
+    changes = ablations(part.Y.shape[0])
+    tasks = [partial(seed_run, part, seed, pieces) for seed in part.seeds] + [
+        partial(ablation_run, part, change, pieces) for change in changes
+    ]
+    jobs = min(default_threads(), len(tasks))
+    finished = run_parallel(tasks, pieces, jobs)  # the seeds first
+    runs, ablated = finished[: len(part.seeds)], finished[len(part.seeds) :]
     reference = reference_test_risks(LOSSES)
     summary = {
         name: {
@@ -112,6 +121,9 @@ def run(out: Path, quick: bool) -> dict:
     }
     _plot(summary, out / "risks.png", with_reference=not quick)
     return summary | {
+        "ablation": {"seed": ABLATION_SEED, "loss": ABLATION_LOSS,
+                     "recipe": next(r for r in runs if r["seed"] == ABLATION_SEED)[ABLATION_LOSS][
+                         "lcvi"], "variants": ablated},
         "recipe": part.recipe._asdict(),
         "gamma": GAMMA,
         "n_seeds": len(part.seeds),
@@ -127,10 +139,8 @@ def run(out: Path, quick: bool) -> dict:
 
 def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
     """One seed: plain VI (its test risk for every loss), then LCVI per loss in :data:`LCVI_LOSSES`."""
-    split = reference_split(part.Y.shape)
-    problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
+    problem, test = _setup(part)
     losses = {name: bound_loss("check", tau=tau) for name, tau in LOSSES.items()}
-    test = partial(_test_risks, part, split)
     config = part.config()
     first = next(iter(losses))
     fit_vi = partial(_fit, problem, part, seed, losses[first], 0.0, test, losses,
@@ -154,6 +164,37 @@ def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
         }
     record["compute_seconds"] = sum(spent)
     return record
+
+
+def ablations(n_rows: int) -> list[dict[str, int]]:
+    """Changes to the recipe whose LCVI says which of its parts matters.
+
+    One utility draw per step (the paper's joint optimisation's one draw),
+    then also every row in each step (no minibatches): with both, the
+    recipe differs from ``run_lcvi_joint``'s only in its 11 ELBO draws, random
+    starts, softplus scales and float32.
+    """
+    return [{"utility_draws": 1}, {"utility_draws": 1, "batch_rows": n_rows}]
+
+
+def ablation_run(part: Part, change: dict[str, int], pieces: Pieces) -> dict:
+    """LCVI for :data:`ABLATION_LOSS` at :data:`ABLATION_SEED` by the recipe with ``change``."""
+    varied = part._replace(recipe=part.recipe._replace(**change))
+    problem, test = _setup(varied)
+    loss = bound_loss("check", tau=LOSSES[ABLATION_LOSS])
+    name = f"seed-{ABLATION_SEED}-{ABLATION_LOSS}-" + "-".join(f"{k}-{v}" for k, v in change.items())
+    lcvi = pieces.get(name, varied.config(),
+                      partial(_fit, problem, varied, ABLATION_SEED, loss, GAMMA, test,
+                              {ABLATION_LOSS: loss}, pieces.scratch(name)))
+    return {"change": change, "lcvi": lcvi["test_risk"][ABLATION_LOSS],
+            "seconds_lcvi": lcvi["seconds"]}
+
+
+def _setup(part: Part) -> tuple:
+    """The problem on the authors' split, and ``(draws, losses) -> test risks`` for it."""
+    split = reference_split(part.Y.shape)
+    problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
+    return problem, partial(_test_risks, part, split)
 
 
 def _fit(problem, part: Part, seed: int, loss: BoundLoss, coefficient: float, test,
