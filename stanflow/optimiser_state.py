@@ -3,16 +3,18 @@
 Guarantee: an optimiser that saves its :class:`OptimiserState` every few steps
 with :func:`save_state` and, on a rerun, continues from :func:`load_state`
 computes exactly the numbers of an uninterrupted run: the arrays are stored bit
-for bit (``.npz``, written atomically) together with the random generator's
-whole state. A file saved under another ``signature`` (the problem, the
+for bit (``.npz``, written atomically) together with the random generators'
+whole states. A file saved under another ``signature`` (the problem, the
 settings, the seed: whatever the run depends on) is an error naming the file,
 never resumed by mistake.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,15 +32,15 @@ class OptimiserState(NamedTuple):
         Steps done.
     arrays : list of ndarray
         Everything the next step reads (parameters, moments, orders...).
-    rng : numpy.random.Generator
-        The generator of the next step's random numbers.
+    rngs : list of numpy.random.Generator
+        The generators of the next step's random numbers.
     seconds : float
         Wall time of the steps done, over all runs.
     """
 
     step: int
     arrays: list[np.ndarray]
-    rng: np.random.Generator
+    rngs: list[np.random.Generator]
     seconds: float
 
 
@@ -48,7 +50,7 @@ def save_state(path: str | os.PathLike, signature: dict[str, Any], state: Optimi
         "signature": signature,
         "step": state.step,
         "seconds": state.seconds,
-        "rng": state.rng.bit_generator.state,
+        "rngs": [rng.bit_generator.state for rng in state.rngs],
     }
     arrays = {f"array_{i}": a for i, a in enumerate(state.arrays)}
     with_header = arrays | {"header": np.array(json.dumps(header))}
@@ -74,10 +76,24 @@ def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserS
                 "remove it or choose another file"
             )
         arrays = [saved[f"array_{i}"] for i in range(len(saved.files) - 1)]
-    bit_generator = getattr(np.random, header["rng"]["bit_generator"])()
-    bit_generator.state = header["rng"]
-    return OptimiserState(header["step"], arrays, np.random.Generator(bit_generator),
+    return OptimiserState(header["step"], arrays, [_generator(s) for s in header["rngs"]],
                           header["seconds"])
+
+
+def digest(values: Mapping[str, Any]) -> str:
+    """A sha256 of named arrays (e.g. a model's data), for a run's ``signature``."""
+    hashed = hashlib.sha256()
+    for name in sorted(values):
+        value = np.ascontiguousarray(values[name])
+        hashed.update(f"{name}:{value.dtype.str}:{value.shape}:".encode())
+        hashed.update(value.tobytes())
+    return hashed.hexdigest()
+
+
+def _generator(state: dict[str, Any]) -> np.random.Generator:
+    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator.state = state
+    return np.random.Generator(bit_generator)
 
 
 def _savez(tmp: str, arrays: dict[str, np.ndarray]) -> None:

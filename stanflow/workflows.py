@@ -23,6 +23,7 @@ import inspect
 import json
 import math
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -276,19 +277,20 @@ class Pieces:
         record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record)
-        self.scratch(name).unlink(missing_ok=True)
+        shutil.rmtree(self.folder / f"{name}.partial", ignore_errors=True)
         print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
 
     def scratch(self, name: str) -> Path:
-        """A file (``.npz``) where the piece ``name`` may keep its partial state.
+        """A folder (made now) where the piece ``name`` may keep its partial state.
 
-        For a piece that checkpoints itself (e.g.
-        :func:`stanflow.lcvi.mf_minibatch.fit`'s ``checkpoint``); :meth:`get`
-        removes it once the piece is written.
+        For a piece that checkpoints itself (the ``checkpoint`` of
+        :func:`stanflow.lcvi.mf_minibatch.fit` and
+        :func:`stanflow.lcvi.run_lcvi_joint`); :meth:`get` removes it once the
+        piece is written.
         """
-        path = self.folder / f"{name}.partial.npz"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{name}.partial"
+        path.mkdir(parents=True, exist_ok=True)
         return path
 
 

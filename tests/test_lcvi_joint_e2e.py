@@ -157,6 +157,42 @@ def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
     assert not np.array_equal(fixed.lcvi.mu, both.lcvi.mu)
 
 
+def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
+    cmdstan, tmp_path, monkeypatch
+):
+    from stanflow.lcvi import joint
+
+    problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
+    options = {"scale": M, "iter": 300, "record_every": 100, "average": 0.5,
+               "outcomes": "fixed", "seed": 5}
+    whole = run_lcvi_joint(problem, "check", tau=TAU, **options)
+    calls, gradient = [], joint.log_density_gradient_rows
+
+    def crashing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 450:  # LCVI's step 150: plain VI is done, LCVI saved at step 140
+            raise KeyboardInterrupt
+        return gradient(*args, **kwargs)
+
+    monkeypatch.setattr(joint, "log_density_gradient_rows", crashing)
+    with pytest.raises(KeyboardInterrupt):
+        run_lcvi_joint(problem, "check", tau=TAU, checkpoint=tmp_path, checkpoint_every=70,
+                       **options)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["lcvi.npz", "vi.npz"]
+    calls.clear()
+    resumed = run_lcvi_joint(problem, "check", tau=TAU, checkpoint=tmp_path, checkpoint_every=70,
+                             **options)
+    assert len(calls) == 300 - 140
+    for part in ("vi", "lcvi"):
+        ours, theirs = getattr(resumed, part), getattr(whole, part)
+        for name in ("mu", "omega", "h", "decisions", "risk", "risk_h"):
+            assert np.array_equal(getattr(ours, name), getattr(theirs, name)), (part, name)
+        for key, values in theirs.record.items():
+            assert np.array_equal(ours.record[key], values) and ours.record[key].dtype == values.dtype
+    with pytest.raises(ValueError, match="vi.npz is the state of another run"):
+        run_lcvi_joint(problem, "check", tau=TAU, checkpoint=tmp_path, **options | {"seed": 6})
+
+
 @pytest.mark.parametrize(
     "options, match",
     [
@@ -170,6 +206,7 @@ def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
         ({"scale": -1.0}, "scale"),
         ({"parts": "decisions"}, "parts"),
         ({"parts": "lcvi"}, "scale"),
+        ({"checkpoint_every": 0}, "checkpoint_every"),
     ],
 )
 def test_bad_input_fails_before_any_compilation(options, match):

@@ -150,6 +150,7 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
     summary = run_workflow("lcvi-joint", tmp_path, quick=True)
     assert len(list((tmp_path / "runs" / "eight_schools").glob("seed-*.json"))) == 2 * 4
     assert len(list((tmp_path / "runs" / "lastfm").glob("seed-*.json"))) == 2 * 5
+    assert not list((tmp_path / "runs").rglob("*.partial"))  # the Adam runs' states, removed
     schools = summary["eight_schools"]
     lastfm = summary["lastfm"]
     assert set(schools["methods"]) == {"loop", "fresh", "fixed"}

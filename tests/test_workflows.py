@@ -262,7 +262,7 @@ def test_a_pieces_scratch_file_is_removed_once_the_piece_is_written(tmp_path):
     scratch = pieces.scratch("part/seed-1")
 
     def compute():
-        scratch.write_bytes(b"partial state")
+        (scratch / "state.npz").write_bytes(b"partial state")
         return {"risk": 0.5}
 
     pieces.get("part/seed-1", {"K": 2}, compute)

@@ -46,10 +46,11 @@ steps, ``J`` from 400 draws x 100 outcomes; Last.fm's first 200 users x 30
 artists, ``K = 5``, 2000 iterations and steps.
 
 Each piece (a seed's loop, plain VI or LCVI run) is written to ``runs/`` when
-done, and a rerun into the same folder continues where it stopped. Seeds run
-in parallel, one per core, Last.fm's first; after a failure or Ctrl-C no new
-piece starts (the running ones finish and are kept). Writes ``risks.png`` (LCVI and VI risk per method and seed, with the
-reference) and ``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
+done, and a rerun into the same folder continues where it stopped; Last.fm's
+Adam runs also save their state every 1000 steps, so a rerun continues inside
+them. Seeds run in parallel, one per core, Last.fm's first; after a failure or
+Ctrl-C no new piece starts (the running ones finish and are kept). Writes
+``risks.png`` (LCVI and VI risk per method and seed, with the reference) and ``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
 ``methods`` (method -> ``risk_vi``, ``risk_lcvi``, ``reduction_pct``,
 ``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``, ``mu_mean``: each
 ``mean``, ``sd``, ``per_seed``; ``seeds_reduced``), ``paired`` (differences
@@ -345,7 +346,8 @@ def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
     adam = partial(_lastfm_adam, mf, part, seed)
     first = next(iter(LASTFM_PIECES))
     vi = pieces.get(f"{name}-adam-vi", config,
-                    partial(adam, first, looped[first]["scale"], "vi", "fresh"))
+                    partial(adam, first, looped[first]["scale"], "vi", "fresh",
+                            pieces.scratch(f"{name}-adam-vi")))
     record: dict[str, Any] = {"seed": seed}
     spent = [looped["seconds"], vi["seconds"]]
     for label, (_, modes) in LASTFM_PIECES.items():
@@ -359,8 +361,9 @@ def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
             },
         }
         for mode in modes:
-            fit = pieces.get(f"{name}-{mode}-{label}", config,
-                             partial(adam, label, at_loss["scale"], "lcvi", mode))
+            piece = f"{name}-{mode}-{label}"
+            fit = pieces.get(piece, config, partial(adam, label, at_loss["scale"], "lcvi", mode,
+                                                    pieces.scratch(piece)))
             spent.append(fit["seconds"])
             result[mode] = {
                 "risk_vi": vi["risk"][label],
@@ -396,13 +399,13 @@ def _lastfm_loop(mf: LastFmProblem, part: LastFm, seed: int) -> dict:
 
 def _lastfm_adam(
     mf: LastFmProblem, part: LastFm, seed: int, label: str, scale: float, parts: str,
-    outcomes: str,
+    outcomes: str, state: Path,
 ) -> dict:
-    """Adam's plain VI (test risks for every loss) or LCVI for ``label``."""
+    """Adam's plain VI (test risks for every loss) or LCVI for ``label``, resuming from ``state``."""
     joint = run_lcvi_joint(
         mf.problem, mf.losses[label], kind="exp", estimator="linearised", scale=scale,
         outcomes=outcomes, n_outcomes=2, grad_samples=1, iter=part.n_iter, lr=part.lr,
-        n_draws=200, record_every=part.n_iter, seed=seed, parts=parts,
+        n_draws=200, record_every=part.n_iter, seed=seed, parts=parts, checkpoint=state,
     )
     if parts == "vi":  # plain VI does not depend on the loss: one run serves all
         draws = joint.vi.draws(joint.eps_theta)

@@ -144,7 +144,7 @@ def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
     config = part.config()
     first = next(iter(losses))
     fit_vi = partial(_fit, problem, part, seed, losses[first], 0.0, test, losses,
-                     pieces.scratch(f"seed-{seed}-vi"))
+                     pieces.scratch(f"seed-{seed}-vi") / "state.npz")
     vi = pieces.get(f"seed-{seed}-vi", config, fit_vi)
     record: dict[str, Any] = {"seed": seed, "seconds_vi": vi["seconds"]}
     record |= {name: {"vi": vi["test_risk"][name]} for name in losses}
@@ -152,7 +152,7 @@ def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
     for name in LCVI_LOSSES:
         loss = losses[name]
         fit_lcvi = partial(_fit, problem, part, seed, loss, GAMMA, test, {name: loss},
-                           pieces.scratch(f"seed-{seed}-{name}"))
+                           pieces.scratch(f"seed-{seed}-{name}") / "state.npz")
         lcvi = pieces.get(f"seed-{seed}-{name}", config, fit_lcvi)
         spent.append(lcvi["seconds"])
         risk_vi, risk_lcvi = vi["test_risk"][name], lcvi["test_risk"][name]
@@ -185,7 +185,7 @@ def ablation_run(part: Part, change: dict[str, int], pieces: Pieces) -> dict:
     name = f"seed-{ABLATION_SEED}-{ABLATION_LOSS}-" + "-".join(f"{k}-{v}" for k, v in change.items())
     lcvi = pieces.get(name, varied.config(),
                       partial(_fit, problem, varied, ABLATION_SEED, loss, GAMMA, test,
-                              {ABLATION_LOSS: loss}, pieces.scratch(name)))
+                              {ABLATION_LOSS: loss}, pieces.scratch(name) / "state.npz"))
     return {"change": change, "lcvi": lcvi["test_risk"][ABLATION_LOSS],
             "seconds_lcvi": lcvi["seconds"]}
 

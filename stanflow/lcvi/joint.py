@@ -33,9 +33,11 @@ from one initial point; what it returns is :class:`JointFit` and
 
 from __future__ import annotations
 
+import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import bridgestan
 import numpy as np
@@ -49,6 +51,7 @@ from stanflow.lcvi.utility import check_estimator, outcome_base_samples
 from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss
 from stanflow.models import load, log_density_gradient_rows, program_path
+from stanflow.optimiser_state import OptimiserState, digest, load_state, save_state
 
 OUTCOMES = ("fresh", "fixed")
 """Outcome base samples: drawn afresh at every step (the paper's), or fixed (the loop's)."""
@@ -61,6 +64,9 @@ ADAM_BETAS = (0.9, 0.999)
 
 ADAM_EPS = 1e-8
 """Adam's guard against division by zero."""
+
+RECORD = ("iteration", "objective", "risk", "risk_h")
+"""What :func:`optimise` records every ``record_every`` steps."""
 
 
 class JointFit(NamedTuple):
@@ -103,6 +109,23 @@ class JointFit(NamedTuple):
     def draws(self, eps_theta: np.ndarray) -> np.ndarray:
         """Draws ``mu + exp(omega) eps_theta`` (T, D) of the end state."""
         return self.mu + np.exp(self.omega) * np.asarray(eps_theta, dtype=float)
+
+
+def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samples: int,
+                 rng: np.random.Generator) -> OptimiserState:
+    """Log standard deviations 0, Adam's moments 0; the outcome streams and samples."""
+    # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
+    rng_theta, rng_outcomes = rng.spawn(2)
+    N = h.size
+    eps_y = np.zeros((grad_samples, S * N))
+    if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
+        eps_y[:] = outcome_base_samples(S, N, rng_outcomes).ravel(order="F")
+    params = [mu, np.zeros_like(mu), h]
+    moments = [np.zeros_like(p) for p in params for _ in range(2)]  # m, v of each
+    sums = [np.zeros_like(p) for p in params]
+    history = [np.zeros(0, dtype=int)] + [np.zeros(0)] * (len(RECORD) - 1)
+    return OptimiserState(0, [*params, *moments, *sums, eps_y, np.full(N, np.nan), *history],
+                          [rng_theta, rng_outcomes], 0.0)
 
 
 class JointLoop(NamedTuple):
@@ -190,6 +213,9 @@ def optimise(
     record_every: int,
     rng: np.random.Generator,
     threads: int | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
+    signature: Mapping[str, Any] | None = None,
 ) -> JointFit:
     """Adam on ``(mu, omega, h)`` from ``(mu, omega = 0, h)`` for ``iterations`` steps.
 
@@ -222,6 +248,16 @@ def optimise(
         outcomes take the same draws of ``theta``.
     threads : int, optional
         For :func:`stanflow.models.log_density_gradient_rows`.
+    checkpoint : path-like, optional
+        A file (``.npz``) for the optimiser's state, saved every
+        ``checkpoint_every`` steps and at the end: a rerun with the same
+        arguments continues from it with exactly the numbers of an
+        uninterrupted run (:mod:`stanflow.optimiser_state`).
+    checkpoint_every : int, default 1000
+    signature : mapping, optional
+        With ``checkpoint``: what the run depends on that the arguments do
+        not show (the model, its data, loss and weight), JSON-like; a state
+        saved under another signature is an error naming the file.
 
     Returns
     -------
@@ -233,20 +269,30 @@ def optimise(
     if mu.shape != (D,):
         raise ValueError(f"mu must have shape ({D},), got {mu.shape}")
     h = np.array(h, dtype=float)
-    omega = np.zeros(D)
-    params = [mu, omega, h]
-    moments = [(np.zeros_like(p), np.zeros_like(p)) for p in params]
+    if checkpoint is not None and signature is None:
+        raise ValueError("signature: a checkpoint needs the signature of the model and its data")
+    if checkpoint is not None:
+        settings = {"n_outcomes": S, "iterations": iterations, "lr": lr,
+                    "grad_samples": grad_samples, "outcomes": outcomes, "average": average,
+                    "record_every": record_every}
+        signature = dict(signature) | {
+            "start": digest({"mu": mu, "h": h, "eps_theta": eps_theta}),
+            "rng": rng.bit_generator.state,
+        } | settings
     points = np.empty((grad_samples, D + N + S * N))
-    # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
-    rng_theta, rng_outcomes = rng.spawn(2)
-    if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
-        points[:, D + N :] = outcome_base_samples(S, N, rng_outcomes).ravel(order="F")
+    state = None if checkpoint is None else load_state(checkpoint, signature)
+    if state is None:
+        state = _first_state(mu, h, S, outcomes, grad_samples, rng)
+    mu, omega, h, *moments = state.arrays[:9]
+    sums, (eps_y, decisions), history = state.arrays[9:12], state.arrays[12:14], state.arrays[14:]
+    points[:, D + N :] = eps_y  # the fixed outcome samples, if fixed
+    params = [mu, omega, h]
+    rng_theta, rng_outcomes = state.rngs
     n_average = round(average * iterations)
-    sums = [np.zeros_like(p) for p in params]
-    record: dict[str, list[float]] = {k: [] for k in ("iteration", "objective", "risk", "risk_h")}
-    seconds = 0.0
+    record = {k: list(v) for k, v in zip(RECORD, history, strict=True)}
+    seconds = state.seconds
     started = time.perf_counter()
-    for step in range(1, iterations + 1):
+    for step in range(state.step + 1, iterations + 1):
         eta = rng_theta.standard_normal((grad_samples, D))
         sd = np.exp(omega)
         points[:, :D] = mu + sd * eta
@@ -260,7 +306,7 @@ def optimise(
             (g_theta * eta).mean(axis=0) * sd + 1.0,
             grad[:, D : D + N].mean(axis=0),
         )
-        for p, g, (m, v) in zip(params, gradients, moments, strict=True):
+        for p, g, m, v in zip(params, gradients, moments[0::2], moments[1::2], strict=True):
             adam_update(p, g, m, v, step, lr, betas=ADAM_BETAS, eps=ADAM_EPS, ascent=True)
         if step > iterations - n_average:
             for total, p in zip(sums, params, strict=True):
@@ -276,6 +322,11 @@ def optimise(
             record["risk"].append(empirical_risk(problem.y, decisions, loss))
             record["risk_h"].append(empirical_risk(problem.y, h, loss))
             started = time.perf_counter()
+        if checkpoint is not None and (step % checkpoint_every == 0 or step == iterations):
+            arrays = [mu, omega, h, *moments, *sums, points[:, D + N :], decisions]
+            save_state(checkpoint, signature, OptimiserState(
+                step, arrays + [np.asarray(record[k]) for k in RECORD],
+                [rng_theta, rng_outcomes], seconds + time.perf_counter() - started))
     return JointFit(
         mu,
         omega,
@@ -307,6 +358,8 @@ def run_lcvi_joint(
     seed: int = 1,
     parts: str = "both",
     threads: int | None = None,
+    checkpoint: str | os.PathLike | None = None,
+    checkpoint_every: int = 1000,
     **loss_params: float,
 ) -> JointLoop:
     """Plain VI and LCVI by the paper's joint gradient optimisation (module docstring).
@@ -360,6 +413,13 @@ def run_lcvi_joint(
     threads : int, optional
         Threads of each batched gradient call (default: one per core, at
         least 32 rows each).
+    checkpoint : path-like, optional
+        A folder where each part saves its optimiser's state every
+        ``checkpoint_every`` steps and at its end (``vi.npz``, ``lcvi.npz``;
+        :func:`optimise`): a rerun with the same arguments continues from them
+        with exactly the numbers of an uninterrupted run. Remove it once the
+        result is kept.
+    checkpoint_every : int, default 1000
 
     Returns
     -------
@@ -383,6 +443,7 @@ def run_lcvi_joint(
         ("iter", iter),
         ("n_draws", n_draws),
         ("record_every", record_every),
+        ("checkpoint_every", checkpoint_every),
     ):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
@@ -412,10 +473,24 @@ def run_lcvi_joint(
         "threads": threads,
     }
     vi_seed, lcvi_seed = rng.integers(2**63, size=2)
+    folder = None if checkpoint is None else Path(checkpoint)
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    identity = {"problem": problem.name, "data": digest(problem.data),
+                "loss": [loss.name, [float(p) for p in loss.params]], "kind": kind,
+                "estimator": estimator}
+
+    def states(part: str, weight: float, scale: float) -> dict:
+        if folder is None:
+            return {}
+        return {"checkpoint": folder / f"{part}.npz", "checkpoint_every": checkpoint_every,
+                "signature": identity | {"weight": weight, "scale": scale}}
+
     vi = fit = None
     if parts != "lcvi":
         vi = optimise(
-            vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common
+            vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common,
+            **states("vi", 0.0, 1.0)
         )
     if scale is None:
         loc = problem.location(vi.draws(eps_theta))
@@ -424,7 +499,8 @@ def run_lcvi_joint(
     if parts != "vi":
         model = joint_model(problem, loss, kind, scale, estimator, n_outcomes, 1.0)
         fit = optimise(
-            model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common
+            model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common,
+            **states("lcvi", 1.0, float(scale))
         )
     settings = {
         "iter": iter,

@@ -27,7 +27,6 @@ Stan file through bridgestan (``tests/test_lcvi_mf_minibatch.py``), and
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Callable
@@ -38,7 +37,7 @@ import numpy as np
 from stanflow.adam import adam_update
 from stanflow.lcvi.problem import Problem
 from stanflow.losses import BoundLoss, get_loss
-from stanflow.optimiser_state import OptimiserState, load_state, save_state
+from stanflow.optimiser_state import OptimiserState, digest, load_state, save_state
 
 DIFFERENCE_LOSSES = ("check", "absolute", "squared")
 """Losses of ``y - h``: the ones the twin's outcome gradient covers."""
@@ -228,7 +227,8 @@ def fit(
     state = (None if checkpoint is None else load_state(checkpoint, signature)) or _first_state(
         (I, J, K), dtype, seed
     )
-    params, moments, order, rng = state.arrays[:5], state.arrays[5:15], state.arrays[15], state.rng
+    params, moments, order = state.arrays[:5], state.arrays[5:15], state.arrays[15]
+    rng = state.rngs[0]
     batches = -(-I // recipe.batch_rows)
     started = time.perf_counter() - state.seconds
     for step in range(state.step, recipe.iterations):
@@ -258,7 +258,7 @@ def fit(
         done = step + 1
         if checkpoint is not None and (done % checkpoint_every == 0 or done == recipe.iterations):
             save_state(checkpoint, signature,
-                       OptimiserState(done, [*params, *moments, order], rng,
+                       OptimiserState(done, [*params, *moments, order], [rng],
                                       time.perf_counter() - started))
     seconds = time.perf_counter() - started
     mu_U, rho_U, mu_V, rho_V, H = params
@@ -297,14 +297,8 @@ def _checked(
 def _signature(problem: Problem, loss: BoundLoss, coefficient: float, recipe: Recipe,
                seed: int) -> dict:
     """Everything :func:`fit`'s steps depend on, the data as a digest."""
-    data = problem.data
-    digest = hashlib.sha256()
-    for name in ("cell", "y"):
-        digest.update(np.ascontiguousarray(data[name], dtype=float).tobytes())
     return {
-        "shape": [data["I"], data["J"], data["K"]],
-        "sd": [float(data["noise_sd"]), float(data["prior_sd"])],
-        "data_sha256": digest.hexdigest(),
+        "data_sha256": digest(problem.data),
         "loss": [loss.name, [float(p) for p in loss.params]],
         "coefficient": float(coefficient),
         "recipe": recipe._asdict(),
@@ -319,7 +313,7 @@ def _first_state(shape: tuple[int, int, int], dtype: np.dtype, seed: int) -> Opt
     # mu_U, rho_U, mu_V, rho_V and h of every cell
     params = [rng.standard_normal(s).astype(dtype) for s in [(I, K), (I, K), (J, K), (J, K), (I, J)]]
     moments = [np.zeros_like(p) for p in params for _ in range(2)]  # m, v of each
-    return OptimiserState(0, [*params, *moments, np.arange(I)], rng, 0.0)
+    return OptimiserState(0, [*params, *moments, np.arange(I)], [rng], 0.0)
 
 
 class BatchCells(NamedTuple):
