@@ -5,8 +5,9 @@ with :func:`save_state` and, on a rerun, continues from :func:`load_state`
 computes exactly the numbers of an uninterrupted run: the arrays are stored bit
 for bit (``.npz``, written atomically) together with the random generators'
 whole states. A file saved under another ``signature`` (the problem, the
-settings, the seed: whatever the run depends on) is an error naming the file,
-never resumed by mistake.
+settings, the seed: whatever the run depends on) is an error naming the file
+and the fields that differ, never resumed by mistake. The generators must be
+PCG64 or PCG64DXSM (``numpy.random.default_rng``'s), whose states JSON holds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from stanflow.atomic import write_atomic
+from stanflow.atomic import write_npz
 
 
 class OptimiserState(NamedTuple):
@@ -46,6 +47,10 @@ class OptimiserState(NamedTuple):
 
 def save_state(path: str | os.PathLike, signature: dict[str, Any], state: OptimiserState) -> None:
     """Write ``state`` and the run's ``signature`` (JSON-like) to ``path`` atomically."""
+    for rng in state.rngs:
+        if type(rng.bit_generator).__name__ not in ("PCG64", "PCG64DXSM"):
+            raise ValueError(f"state.rngs: a {type(rng.bit_generator).__name__} generator's "
+                             "state cannot be saved; use numpy.random.default_rng")
     header = {
         "signature": signature,
         "step": state.step,
@@ -54,7 +59,8 @@ def save_state(path: str | os.PathLike, signature: dict[str, Any], state: Optimi
     }
     arrays = {f"array_{i}": a for i, a in enumerate(state.arrays)}
     with_header = arrays | {"header": np.array(json.dumps(header))}
-    write_atomic(path, lambda tmp: _savez(tmp, with_header))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_npz(path, with_header)
 
 
 def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserState | None:
@@ -63,19 +69,26 @@ def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserS
     Raises
     ------
     ValueError
-        If the file was saved by a run with another ``signature``.
+        If the file was saved by a run with another ``signature``, or is not
+        such a state.
     """
     path = Path(path)
     if not path.is_file():
         return None
-    with np.load(path, allow_pickle=False) as saved:
-        header = json.loads(str(saved["header"]))
-        if header["signature"] != json.loads(json.dumps(signature)):
-            raise ValueError(
-                f"{path} is the state of another run ({header['signature']}, not {signature}): "
-                "remove it or choose another file"
-            )
-        arrays = [saved[f"array_{i}"] for i in range(len(saved.files) - 1)]
+    try:
+        with np.load(path, allow_pickle=False) as saved:
+            header = json.loads(str(saved["header"]))
+            arrays = [saved[f"array_{i}"] for i in range(len(saved.files) - 1)]
+    except (OSError, ValueError, KeyError) as error:
+        raise ValueError(f"{path} is not an optimiser state ({error}): remove it") from error
+    expected = json.loads(json.dumps(signature))
+    if header["signature"] != expected:
+        differ = sorted(k for k in expected.keys() | header["signature"].keys()
+                        if header["signature"].get(k) != expected.get(k))
+        raise ValueError(
+            f"{path} is the state of another run (differs in {', '.join(differ)}): "
+            "remove it or choose another file"
+        )
     return OptimiserState(header["step"], arrays, [_generator(s) for s in header["rngs"]],
                           header["seconds"])
 
@@ -91,11 +104,6 @@ def digest(values: Mapping[str, Any]) -> str:
 
 
 def _generator(state: dict[str, Any]) -> np.random.Generator:
-    bit_generator = getattr(np.random, state["bit_generator"])()
+    bit_generator = getattr(np.random, state["bit_generator"])(0)  # its state replaced next
     bit_generator.state = state
     return np.random.Generator(bit_generator)
-
-
-def _savez(tmp: str, arrays: dict[str, np.ndarray]) -> None:
-    with open(tmp, "wb") as handle:  # a file object: np.savez would append ".npz" to a name
-        np.savez(handle, **arrays)

@@ -270,28 +270,28 @@ class Pieces:
                     f"{path} is from another configuration ({record.get('config')}, "
                     f"not {config}): choose another --out or remove it"
                 )
+            shutil.rmtree(self.scratch(name), ignore_errors=True)  # a crash's leftover
             return record
         if self.stop.is_set():
             raise Stopped(f"not started: {name}")
         start = time.perf_counter()
+        # seconds: of the run that finished the piece (a resumed piece's earlier runs not counted)
         record = {"config": config} | compute() | {"seconds": time.perf_counter() - start}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record)
-        shutil.rmtree(self.folder / f"{name}.partial", ignore_errors=True)
+        shutil.rmtree(self.scratch(name), ignore_errors=True)
         print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
 
     def scratch(self, name: str) -> Path:
-        """A folder (made now) where the piece ``name`` may keep its partial state.
+        """The folder where the piece ``name`` may keep its partial state (not made here).
 
         For a piece that checkpoints itself (the ``checkpoint`` of
         :func:`stanflow.lcvi.mf_minibatch.fit` and
-        :func:`stanflow.lcvi.run_lcvi_joint`); :meth:`get` removes it once the
-        piece is written.
+        :func:`stanflow.lcvi.run_lcvi_joint`, which make it); :meth:`get`
+        removes it once the piece is written or read back.
         """
-        path = self.folder / f"{name}.partial"
-        path.mkdir(parents=True, exist_ok=True)
-        return path
+        return self.folder / f"{name}.partial"
 
 
 def run_parallel(tasks: list[Callable[[], Any]], pieces: Pieces, jobs: int) -> list[Any]:

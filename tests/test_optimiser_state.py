@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -36,8 +38,13 @@ def test_no_file_is_no_state_and_another_signature_is_named(tmp_path):
     path = tmp_path / "state.npz"
     assert load_state(path, SIGNATURE) is None
     save_state(path, SIGNATURE, OptimiserState(1, [np.zeros(2)], [np.random.default_rng(0)], 0.0))
-    with pytest.raises(ValueError, match="state.npz is the state of another run"):
+    with pytest.raises(ValueError, match="state.npz is the state of another run .differs in seed"):
         load_state(path, SIGNATURE | {"seed": 4})
+    path.write_text("not a state")
+    with pytest.raises(ValueError, match="state.npz is not an optimiser state"):
+        load_state(path, SIGNATURE)
+    with pytest.raises(ValueError, match="MT19937"):
+        save_state(path, SIGNATURE, OptimiserState(1, [], [np.random.Generator(np.random.MT19937(0))], 0))
 
 
 def test_the_digest_tells_data_apart_by_values_names_and_types():
@@ -50,10 +57,10 @@ def test_the_digest_tells_data_apart_by_values_names_and_types():
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary_file(tmp_path):
     path = tmp_path / "record.txt"
-    write_atomic(path, lambda tmp: open(tmp, "w").write("old"))
+    write_atomic(path, lambda tmp: Path(tmp).write_text("old"))
 
     def failing(tmp):
-        open(tmp, "w").write("half")
+        Path(tmp).write_text("half")
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):

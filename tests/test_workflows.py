@@ -257,16 +257,20 @@ def test_pieces_are_computed_once_and_another_configuration_is_named(tmp_path):
         Pieces(tmp_path).get("part/seed-1", {"K": 3}, compute)
 
 
-def test_a_pieces_scratch_file_is_removed_once_the_piece_is_written(tmp_path):
+def test_a_pieces_scratch_folder_is_removed_once_the_piece_is_written_or_read(tmp_path):
     pieces = Pieces(tmp_path)
     scratch = pieces.scratch("part/seed-1")
 
     def compute():
+        scratch.mkdir(parents=True)
         (scratch / "state.npz").write_bytes(b"partial state")
         return {"risk": 0.5}
 
     pieces.get("part/seed-1", {"K": 2}, compute)
     assert not scratch.exists() and (tmp_path / "part" / "seed-1.json").is_file()
+    scratch.mkdir()  # left by a crash after the piece was written
+    assert pieces.get("part/seed-1", {"K": 2}, compute)["risk"] == 0.5
+    assert not scratch.exists()
 
 
 def test_run_parallel_stops_at_the_first_failure_and_starts_no_new_piece(tmp_path):

@@ -61,7 +61,6 @@ it comes from.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -74,6 +73,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.atomic import write_npz
 from stanflow.idata import save
 from stanflow.lcvi import empirical_risk, run_lcvi, to_idata
 from stanflow.lcvi.mf import (
@@ -397,9 +397,7 @@ def _spread(values: np.ndarray) -> dict:
 
 def _save_arrays(path: Path, arrays: dict) -> None:
     """The first seed's test decisions and intervals, for the figures of a resumed run."""
-    partial = path.with_name(path.name + ".partial.npz")
-    np.savez(partial, **arrays)
-    os.replace(partial, path)
+    write_npz(path, arrays)
 
 
 def _mean_sd(values) -> dict:

@@ -39,7 +39,6 @@ accuracy centred near 0.75, left-skewed, 95% interval [0.407, 0.893].
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -55,6 +54,7 @@ import xarray as xr
 from scipy.stats import skew
 from threadpoolctl import threadpool_limits
 
+from stanflow.atomic import write_atomic
 from stanflow.wbb import bootstrap_weights
 from stanflow.wbb.neural_net import predict, train, train_adam
 from stanflow.workflows import main, save_figure, write_json
@@ -204,11 +204,10 @@ def _run(out: Path, quick: bool) -> dict:
                     ftol=FTOL, max_iter=var["base_iter"])
         base = {"theta": fit.params[0], "converged": int(fit.converged[0]), "n_iter": int(fit.n_iter[0]),
                 "seconds": time.perf_counter() - start}
-        tmp = base_file.with_name(f".{base_file.name}.tmp")
-        xr.Dataset({"theta": ("param", base["theta"])},
-                   attrs={"config": json.dumps(var_config, sort_keys=True),
-                          **{k: base[k] for k in ("converged", "n_iter", "seconds")}}).to_netcdf(tmp)
-        os.replace(tmp, base_file)
+        stored = xr.Dataset({"theta": ("param", base["theta"])},
+                            attrs={"config": json.dumps(var_config, sort_keys=True),
+                                   **{k: base[k] for k in ("converged", "n_iter", "seconds")}})
+        write_atomic(base_file, stored.to_netcdf)
     vsizes = (X.shape[1], *var["hidden"], n_classes)
     base_accuracy = float(np.mean(predict(base["theta"], vXte, vsizes) == vyte))
 

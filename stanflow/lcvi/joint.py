@@ -94,7 +94,8 @@ class JointFit(NamedTuple):
         Bayes decisions) and ``risk_h`` (at ``h``); the last entry is the end
         state's (averaged, if so).
     seconds : float
-        Wall time of the optimisation (the record's decisions excluded).
+        Wall time of the optimisation (the record's decisions excluded), over
+        all runs of a resumed one.
     """
 
     mu: np.ndarray
@@ -109,23 +110,6 @@ class JointFit(NamedTuple):
     def draws(self, eps_theta: np.ndarray) -> np.ndarray:
         """Draws ``mu + exp(omega) eps_theta`` (T, D) of the end state."""
         return self.mu + np.exp(self.omega) * np.asarray(eps_theta, dtype=float)
-
-
-def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samples: int,
-                 rng: np.random.Generator) -> OptimiserState:
-    """Log standard deviations 0, Adam's moments 0; the outcome streams and samples."""
-    # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
-    rng_theta, rng_outcomes = rng.spawn(2)
-    N = h.size
-    eps_y = np.zeros((grad_samples, S * N))
-    if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
-        eps_y[:] = outcome_base_samples(S, N, rng_outcomes).ravel(order="F")
-    params = [mu, np.zeros_like(mu), h]
-    moments = [np.zeros_like(p) for p in params for _ in range(2)]  # m, v of each
-    sums = [np.zeros_like(p) for p in params]
-    history = [np.zeros(0, dtype=int)] + [np.zeros(0)] * (len(RECORD) - 1)
-    return OptimiserState(0, [*params, *moments, *sums, eps_y, np.full(N, np.nan), *history],
-                          [rng_theta, rng_outcomes], 0.0)
 
 
 class JointLoop(NamedTuple):
@@ -269,27 +253,33 @@ def optimise(
     if mu.shape != (D,):
         raise ValueError(f"mu must have shape ({D},), got {mu.shape}")
     h = np.array(h, dtype=float)
-    if checkpoint is not None and signature is None:
-        raise ValueError("signature: a checkpoint needs the signature of the model and its data")
+    # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
+    rngs = rng.spawn(2)
+    state = None
     if checkpoint is not None:
-        settings = {"n_outcomes": S, "iterations": iterations, "lr": lr,
-                    "grad_samples": grad_samples, "outcomes": outcomes, "average": average,
-                    "record_every": record_every}
+        if signature is None:
+            raise ValueError("signature: a checkpoint needs the signature of the model and its data")
+        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
+                or checkpoint_every < 1:
+            raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
         signature = dict(signature) | {
             "start": digest({"mu": mu, "h": h, "eps_theta": eps_theta}),
-            "rng": rng.bit_generator.state,
-        } | settings
-    points = np.empty((grad_samples, D + N + S * N))
-    state = None if checkpoint is None else load_state(checkpoint, signature)
+            "rngs": [r.bit_generator.state for r in rngs],
+            "n_outcomes": S, "iterations": int(iterations), "lr": float(lr),
+            "grad_samples": int(grad_samples), "outcomes": outcomes, "average": float(average),
+            "record_every": int(record_every),
+        }
+        state = load_state(checkpoint, signature)
     if state is None:
-        state = _first_state(mu, h, S, outcomes, grad_samples, rng)
+        state = _first_state(mu, h, S, outcomes, grad_samples, rngs)
+    points = np.empty((grad_samples, D + N + S * N))
     mu, omega, h, *moments = state.arrays[:9]
     sums, (eps_y, decisions), history = state.arrays[9:12], state.arrays[12:14], state.arrays[14:]
     points[:, D + N :] = eps_y  # the fixed outcome samples, if fixed
     params = [mu, omega, h]
     rng_theta, rng_outcomes = state.rngs
     n_average = round(average * iterations)
-    record = {k: list(v) for k, v in zip(RECORD, history, strict=True)}
+    record = {k: v.tolist() for k, v in zip(RECORD, history, strict=True)}
     seconds = state.seconds
     started = time.perf_counter()
     for step in range(state.step + 1, iterations + 1):
@@ -337,6 +327,22 @@ def optimise(
         {k: np.asarray(v) for k, v in record.items()},
         seconds,
     )
+
+
+def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samples: int,
+                 rngs: list[np.random.Generator]) -> OptimiserState:
+    """Log standard deviations 0, Adam's moments 0, the streams; fixed outcome samples drawn."""
+    rng_theta, rng_outcomes = rngs
+    N = h.size
+    eps_y = np.zeros((grad_samples, S * N))
+    if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
+        eps_y[:] = outcome_base_samples(S, N, rng_outcomes).ravel(order="F")
+    params = [mu, np.zeros_like(mu), h]
+    moments = [np.zeros_like(p) for p in params for _ in range(2)]  # m, v of each
+    sums = [np.zeros_like(p) for p in params]
+    history = [np.zeros(0, dtype=int)] + [np.zeros(0)] * (len(RECORD) - 1)
+    return OptimiserState(0, [*params, *moments, *sums, eps_y, np.full(N, np.nan), *history],
+                          [rng_theta, rng_outcomes], 0.0)
 
 
 def run_lcvi_joint(
@@ -474,8 +480,6 @@ def run_lcvi_joint(
     }
     vi_seed, lcvi_seed = rng.integers(2**63, size=2)
     folder = None if checkpoint is None else Path(checkpoint)
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
     identity = {"problem": problem.name, "data": digest(problem.data),
                 "loss": [loss.name, [float(p) for p in loss.params]], "kind": kind,
                 "estimator": estimator}

@@ -68,7 +68,7 @@ class MinibatchFit(NamedTuple):
     h : ndarray, shape (N,)
         The decisions of the training cells (the problem's order).
     seconds : float
-        Wall time of the steps.
+        Wall time of the steps, over all runs of a resumed fit.
     """
 
     mu_U: np.ndarray
@@ -302,7 +302,7 @@ def _signature(problem: Problem, loss: BoundLoss, coefficient: float, recipe: Re
         "loss": [loss.name, [float(p) for p in loss.params]],
         "coefficient": float(coefficient),
         "recipe": recipe._asdict(),
-        "seed": seed,
+        "seed": int(seed),
     }
 
 
