@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from stanflow.lcvi.mf import load_lastfm, reference_split
-from stanflow.workflows import run_workflow
+from stanflow.workflows import _load, _scripts, run_workflow
 
 pytestmark = pytest.mark.e2e
 
@@ -151,6 +151,10 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
     assert len(list((tmp_path / "runs" / "eight_schools").glob("seed-*.json"))) == 2 * 4
     assert len(list((tmp_path / "runs" / "lastfm").glob("seed-*.json"))) == 2 * 5
     assert not list((tmp_path / "runs").rglob("*.partial"))  # the Adam runs' states, removed
+    # the full run's figure adds the authors' published risks (a quick run has no reference)
+    _load("lcvi-joint", _scripts()["lcvi-joint"])._plot(
+        summary["eight_schools"], summary["lastfm"], tmp_path / "full.png", with_reference=True)
+    assert (tmp_path / "full.png").stat().st_size > 0
     schools = summary["eight_schools"]
     lastfm = summary["lastfm"]
     assert set(schools["methods"]) == {"loop", "fresh", "fixed"}
@@ -222,6 +226,9 @@ def test_authors_recipe_workflow(tmp_path):
         "per_seed"]
     assert all(summary[name]["reference"]["n_seeds"] == 10 for name in ("tilted_0.2", "tilted_0.8"))
     assert all(run["seconds_vi"] > 0 for run in summary["runs"])
+    _load("lcvi-mf-authors", _scripts()["lcvi-mf-authors"])._plot(
+        summary, tmp_path / "full.png", with_reference=True)  # as a full run draws it
+    assert (tmp_path / "full.png").stat().st_size > 0
     # the ablation: seed 1's LCVI with the recipe changed, beside the recipe's own
     ablation = summary["ablation"]
     assert ablation["recipe"] == summary["runs"][0]["tilted_0.8"]["lcvi"]

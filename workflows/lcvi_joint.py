@@ -483,8 +483,8 @@ def _plot(schools: dict, lastfm: dict, path: Path, with_reference: bool) -> None
         labels = methods
         if reference is not None:
             x = len(methods)
-            for key, marker in (("risk_vi", "s"), ("risk_lcvi", "o")):
-                axis.errorbar(x + (0.12 if key == "risk_lcvi" else -0.12),
+            for key, marker in (("vi", "s"), ("lcvi", "o")):  # reference_test_risks' keys
+                axis.errorbar(x + (0.12 if key == "lcvi" else -0.12),
                               reference[key]["mean"], yerr=reference[key]["sd"], fmt=marker,
                               color="C3", capsize=4)
             labels = [*methods, "reference"]
