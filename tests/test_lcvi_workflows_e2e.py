@@ -211,7 +211,8 @@ def test_authors_recipe_workflow(tmp_path):
     summary = run_workflow("lcvi-mf-authors", tmp_path, quick=True)
     names = sorted(path.name for path in (tmp_path / "runs").iterdir())  # no partial state left
     ablated = ["tilted_0.8-utility_draws-1", "tilted_0.8-utility_draws-1-batch_rows-200",
-               "tilted_0.8-utility_draws-30"]
+               "tilted_0.8-utility_draws-30",
+               "tilted_0.8-utility_draws-1-batch_rows-200-elbo_draws-1"]
     pieces = [f"seed-{s}-{p}" for s in (1, 2) for p in ("tilted_0.8", "vi")] + [
         f"seed-1-{a}" for a in ablated]
     assert names == sorted(f"{piece}.json" for piece in pieces)
@@ -234,7 +235,8 @@ def test_authors_recipe_workflow(tmp_path):
     ablation = summary["ablation"]
     assert ablation["recipe"] == summary["runs"][0]["tilted_0.8"]["lcvi"]
     assert [v["change"] for v in ablation["variants"]] == [
-        {"utility_draws": 1}, {"utility_draws": 1, "batch_rows": 200}, {"utility_draws": 30}]
-    assert len({v["lcvi"] for v in ablation["variants"]} | {ablation["recipe"]}) == 4
+        {"utility_draws": 1}, {"utility_draws": 1, "batch_rows": 200}, {"utility_draws": 30},
+        {"utility_draws": 1, "batch_rows": 200, "elbo_draws": 1}]
+    assert len({v["lcvi"] for v in ablation["variants"]} | {ablation["recipe"]}) == 5
     assert (tmp_path / "risks.png").stat().st_size > 0
     assert run_workflow("lcvi-mf-authors", tmp_path, quick=True)["runs"] == summary["runs"]

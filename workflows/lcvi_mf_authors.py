@@ -23,8 +23,9 @@ Bayes decisions of each fitted ``q`` (1000 draws, the noise integrated out),
 the evaluation of every LCVI workflow; the authors' rule (the q-th percentile
 of predictive draws) agrees with it to 0.0002 (docs/lcvi.md). An ablation
 (:func:`ablations`, seed 1, tilted 0.8) reruns LCVI with one utility draw per
-step, with one draw and no minibatches, and with 30 draws, to say which part
-of the recipe matters.
+step, with one draw and no minibatches, with 30 draws, and with one draw for
+the utility and one for the ELBO without minibatches, to say which part of the
+recipe matters.
 
 Each piece (a seed's plain VI, a seed's LCVI) is written to ``runs/`` when
 done, and a running piece saves its optimiser's state there every 1000 steps:
@@ -173,10 +174,11 @@ def ablations(n_rows: int) -> list[dict[str, int]]:
     then also every row in each step (no minibatches): with both, the
     recipe differs from ``run_lcvi_joint``'s only in its 11 ELBO draws, random
     starts, softplus scales and float32. Then 30 utility draws, between 1 and
-    the recipe's 300.
+    the recipe's 300; last one draw for the ELBO too, without minibatches,
+    nearest to ``run_lcvi_joint``'s one draw for both.
     """
     return [{"utility_draws": 1}, {"utility_draws": 1, "batch_rows": n_rows},
-            {"utility_draws": 30}]
+            {"utility_draws": 30}, {"utility_draws": 1, "batch_rows": n_rows, "elbo_draws": 1}]
 
 
 def ablation_run(part: Part, change: dict[str, int], pieces: Pieces) -> dict:
