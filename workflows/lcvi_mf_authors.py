@@ -233,13 +233,13 @@ def _plot(summary: dict, path: Path, with_reference: bool) -> None:
             axis.plot([-0.1, 0.1], [vi, lcvi], color="C0", alpha=0.4, linewidth=0.8)
             axis.scatter(np.full(len(lcvi), 0.1), lcvi, marker="o", color="C0",
                          label="LCVI (seed)")
-        labels = ["the recipe, re-implemented"]
+        labels = ["the recipe,\nre-implemented"]
         if with_reference:
             reference = part["reference"]
             for x, key, marker in ((0.9, "vi", "s"), (1.1, "lcvi", "o")):
                 axis.errorbar(x, reference[key]["mean"], yerr=reference[key]["sd"], fmt=marker,
                               color="C3", capsize=4)
-            labels.append("the authors (10 seeds)")
+            labels.append("the authors\n(10 seeds)")
         axis.set_xticks(range(len(labels)), labels)
         axis.set_title(name.replace("_", " "))
     axes[0].set_ylabel("empirical test risk at the Bayes decisions")
