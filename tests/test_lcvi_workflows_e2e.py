@@ -152,8 +152,9 @@ def test_joint_workflow(schools_quick, mf_quick, tmp_path):
     assert len(list((tmp_path / "runs" / "lastfm").glob("seed-*.json"))) == 2 * 5
     assert not list((tmp_path / "runs").rglob("*.partial"))  # the Adam runs' states, removed
     # the full run's figure adds the authors' published risks (a quick run has no reference)
+    losses = {name: part for name, part in summary["lastfm"].items() if name != "settings"}
     _load("lcvi-joint", _scripts()["lcvi-joint"])._plot(
-        summary["eight_schools"], summary["lastfm"], tmp_path / "full.png", with_reference=True)
+        summary["eight_schools"], losses, tmp_path / "full.png", with_reference=True)
     assert (tmp_path / "full.png").stat().st_size > 0
     schools = summary["eight_schools"]
     lastfm = summary["lastfm"]
