@@ -171,11 +171,11 @@ def ablations(n_rows: int) -> list[dict[str, int]]:
     """Changes to the recipe whose LCVI says which of its parts matters.
 
     One utility draw per step (the paper's joint optimisation's one draw),
-    then also every row in each step (no minibatches): with both, the
-    recipe differs from ``run_lcvi_joint``'s only in its 11 ELBO draws, random
-    starts, softplus scales and float32. Then 30 utility draws, between 1 and
-    the recipe's 300; last one draw for the ELBO too, without minibatches,
-    nearest to ``run_lcvi_joint``'s one draw for both.
+    then also every row in each step (no minibatches); 30 utility draws,
+    between 1 and the recipe's 300; last one draw for the ELBO too, without
+    minibatches: nearest to ``run_lcvi_joint``, from which it then differs in
+    separate draws for the ELBO and the utility, one outcome sample per draw,
+    random starts, softplus scales and float32.
     """
     return [{"utility_draws": 1}, {"utility_draws": 1, "batch_rows": n_rows},
             {"utility_draws": 30}, {"utility_draws": 1, "batch_rows": n_rows, "elbo_draws": 1}]
