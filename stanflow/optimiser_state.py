@@ -93,6 +93,13 @@ def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserS
                           header["seconds"])
 
 
+def check_every(checkpoint_every: Any) -> None:
+    """Raise a ``ValueError`` naming ``checkpoint_every`` unless it is an integer >= 1."""
+    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) \
+            or checkpoint_every < 1:
+        raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+
+
 def digest(values: Mapping[str, Any]) -> str:
     """A sha256 of named arrays (e.g. a model's data), for a run's ``signature``."""
     hashed = hashlib.sha256()

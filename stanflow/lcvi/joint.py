@@ -51,7 +51,13 @@ from stanflow.lcvi.utility import check_estimator, outcome_base_samples
 from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss
 from stanflow.models import load, log_density_gradient_rows, program_path
-from stanflow.optimiser_state import OptimiserState, digest, load_state, save_state
+from stanflow.optimiser_state import (
+    OptimiserState,
+    check_every,
+    digest,
+    load_state,
+    save_state,
+)
 
 OUTCOMES = ("fresh", "fixed")
 """Outcome base samples: drawn afresh at every step (the paper's), or fixed (the loop's)."""
@@ -259,9 +265,7 @@ def optimise(
     if checkpoint is not None:
         if signature is None:
             raise ValueError("signature: a checkpoint needs the signature of the model and its data")
-        if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, int) \
-                or checkpoint_every < 1:
-            raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+        check_every(checkpoint_every)
         signature = dict(signature) | {
             "start": digest({"mu": mu, "h": h, "eps_theta": eps_theta}),
             "rngs": [r.bit_generator.state for r in rngs],
@@ -479,16 +483,15 @@ def run_lcvi_joint(
         "threads": threads,
     }
     vi_seed, lcvi_seed = rng.integers(2**63, size=2)
-    folder = None if checkpoint is None else Path(checkpoint)
-    identity = {"problem": problem.name, "data": digest(problem.data),
-                "loss": [loss.name, [float(p) for p in loss.params]], "kind": kind,
-                "estimator": estimator}
 
     def states(part: str, weight: float, scale: float) -> dict:
-        if folder is None:
+        if checkpoint is None:
             return {}
-        return {"checkpoint": folder / f"{part}.npz", "checkpoint_every": checkpoint_every,
-                "signature": identity | {"weight": weight, "scale": scale}}
+        identity = {"problem": problem.name, "data": digest(problem.data),
+                    "loss": [loss.name, [float(p) for p in loss.params]], "kind": kind,
+                    "estimator": estimator, "weight": weight, "scale": scale}
+        return {"checkpoint": Path(checkpoint) / f"{part}.npz",
+                "checkpoint_every": checkpoint_every, "signature": identity}
 
     vi = fit = None
     if parts != "lcvi":

@@ -37,7 +37,13 @@ import numpy as np
 from stanflow.adam import adam_update
 from stanflow.lcvi.problem import Problem
 from stanflow.losses import BoundLoss, get_loss
-from stanflow.optimiser_state import OptimiserState, digest, load_state, save_state
+from stanflow.optimiser_state import (
+    OptimiserState,
+    check_every,
+    digest,
+    load_state,
+    save_state,
+)
 
 DIFFERENCE_LOSSES = ("check", "absolute", "squared")
 """Losses of ``y - h``: the ones the twin's outcome gradient covers."""
@@ -223,10 +229,12 @@ def fit(
     I, J, K = data["I"], data["J"], data["K"]
     cells = _cells(problem, dtype)
     noise_sd, prior_var = dtype.type(data["noise_sd"]), dtype.type(data["prior_sd"] ** 2)
-    signature = _signature(problem, loss, coefficient, recipe, seed)
-    state = (None if checkpoint is None else load_state(checkpoint, signature)) or _first_state(
-        (I, J, K), dtype, seed
-    )
+    state = None
+    if checkpoint is not None:
+        signature = _signature(problem, loss, coefficient, recipe, seed)
+        state = load_state(checkpoint, signature)
+    if state is None:
+        state = _first_state((I, J, K), dtype, seed)
     params, moments, order = state.arrays[:5], state.arrays[5:15], state.arrays[15]
     rng = state.rngs[0]
     batches = -(-I // recipe.batch_rows)
@@ -285,12 +293,7 @@ def _checked(
             raise ValueError(f"recipe.{name} must be an integer >= 1, got {value!r}")
     if not recipe.lr > 0:
         raise ValueError(f"recipe.lr must be positive, got {recipe.lr!r}")
-    if (
-        isinstance(checkpoint_every, bool)
-        or not isinstance(checkpoint_every, int)
-        or checkpoint_every < 1
-    ):
-        raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+    check_every(checkpoint_every)
     return dloss
 
 
