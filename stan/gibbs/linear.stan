@@ -1,10 +1,9 @@
 // Gibbs posterior for the coefficients beta of a linear predictor f = X * beta
-// (quantile regression, robust regression, linear classifiers, ...):
-//   target += -omega * sum_i loss(y[i], f[i], loss_params)
+// (quantile regression, robust regression, linear classifiers, ...), a loss
+// program (docs/your-own-model.md):
+//   target += -omega * sum_i weights[i] * loss(y[i], f[i], loss_params)
 //             + log_prior(beta, prior_params)
-// with beta in [lower_bound, upper_bound] elementwise. With save_pointwise_loss = 1
-// the losses loss(y[i], f[i]) of every draw are saved (importance reweighting of
-// bootstrap resamples and learning rates, stanflow.gibbs.reweighting). Slots (docs/gibbs.md):
+// with beta in [lower_bound, upper_bound] elementwise. Slots (docs/gibbs.md):
 //   loss.stanfunctions:  real loss(real y, real f, vector loss_params)
 //   prior.stanfunctions: real log_prior(vector theta, vector prior_params)
 functions {
@@ -17,11 +16,11 @@ data {
   matrix[N, K] X;
   vector[N] y;
   real<lower=0> omega;
+  vector<lower=0>[N] weights;
   int<lower=0> n_loss_params;
   vector[n_loss_params] loss_params;
   int<lower=0> n_prior_params;
   vector[n_prior_params] prior_params;
-  int<lower=0, upper=1> save_pointwise_loss;
   vector[K] lower_bound;
   vector<lower=lower_bound>[K] upper_bound;
 }
@@ -32,16 +31,7 @@ model {
   vector[N] f = X * beta;
   real total_loss = 0;
   for (i in 1 : N) {
-    total_loss += loss(y[i], f[i], loss_params);
+    total_loss += weights[i] * loss(y[i], f[i], loss_params);
   }
   target += -omega * total_loss + log_prior(beta, prior_params);
-}
-generated quantities {
-  vector[save_pointwise_loss ? N : 0] pointwise_loss;
-  if (save_pointwise_loss) {
-    vector[N] f = X * beta;
-    for (i in 1 : N) {
-      pointwise_loss[i] = loss(y[i], f[i], loss_params);
-    }
-  }
 }

@@ -1,52 +1,65 @@
-"""Gibbs (generalised) posteriors ``pi_n(theta) ∝ exp(-omega L_n(theta)) pi(theta)``.
+"""Gibbs (generalised) posteriors ``pi_n(theta) ∝ exp(-omega sum_i w_i l_i(theta)) pi(theta)``.
 
-- :mod:`~stanflow.gibbs.priors`: the shipped priors, in Stan (``stan/priors/``)
-  and NumPy; the losses are the package's one registry, :mod:`stanflow.losses`;
-- :mod:`~stanflow.gibbs.grid`: exact posteriors of a scalar parameter on a grid
-  (density, CDF, intervals, ``log Z_n(omega)``), vectorised;
-- the learning rate, each calibration as a ``calibration`` InferenceData
-  group: :func:`calibrate_plugin` (:mod:`~stanflow.gibbs.plugin`, the plug-in
-  ``tr(H J^-1 H) / tr(H)``), :func:`calibrate_holmes_walker`
-  (:mod:`~stanflow.gibbs.information`, ``tr(H) / tr(J)``),
-  :func:`calibrate_gpc` (:mod:`~stanflow.gibbs.gpc`, Syring and Martin's
-  bootstrap; its Stan backend :mod:`~stanflow.gibbs.gpc_stan`) and
-  :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`), and
-  :func:`calibrate_safebayes_averaged` for model averaging over nested
-  normal linear models (:mod:`~stanflow.gibbs.safebayes_averaging`);
-- :mod:`~stanflow.gibbs.sampling`: the Stan templates (``stan/gibbs/``) compiled
-  with a loss and a prior, sampled into InferenceData;
-- :mod:`~stanflow.gibbs.path`: the learning-rate path, every Gibbs posterior from
-  ``omega = 0`` to ``omega_max`` in one SMC sweep, and
-  :func:`calibrate_path` (:mod:`~stanflow.gibbs.path_calibration`): GPC by
-  root finding, plug-in and Holmes-Walker on it.
+Everything here takes one object, a loss program bound to its data:
 
-See ``docs/gibbs.md``.
+- :class:`LossProgram` (:mod:`~stanflow.gibbs.program`): any Stan program meeting
+  the contract of :mod:`~stanflow.gibbs.contract` (data ``omega`` and
+  ``weights``, target ``-omega * sum_i weights[i] * loss_i + log prior``);
+  :func:`location_program` and :func:`linear_program`
+  (:mod:`~stanflow.gibbs.templates`): the shipped templates with a loss of
+  ``(y, f)`` and a prior, each a slot file;
+- :func:`posterior` (:mod:`~stanflow.gibbs.sampling`): NUTS at any ``omega`` and
+  weights, through cmdstanpy;
+- the learning rate, each calibration as a ``calibration`` group:
+  :func:`calibrate_plugin` (:mod:`~stanflow.gibbs.plugin`, ``tr(H J^-1 H) /
+  tr(H)``), :func:`calibrate_holmes_walker` (:mod:`~stanflow.gibbs.information`,
+  ``tr(H) / tr(J)``), :func:`calibrate_gpc` (:mod:`~stanflow.gibbs.gpc`, Syring
+  and Martin's bootstrap; backends :class:`StanBackend`, :class:`GridBackend`),
+  :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`); closed forms
+  for conjugate normal linear models (:func:`calibrate_safebayes_conjugate`,
+  :func:`calibrate_safebayes_averaged`);
+- the learning-rate path (:mod:`~stanflow.gibbs.path`): every Gibbs posterior
+  from ``omega = 0`` to ``omega_max`` in one SMC sweep (:func:`gibbs_path`), and
+  :func:`calibrate_path` (:mod:`~stanflow.gibbs.path_calibration`): GPC by root
+  finding, plug-in and Holmes-Walker on it;
+- exact posteriors of a scalar parameter on a grid (:mod:`~stanflow.gibbs.grid`).
+
+See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
 """
 
-from stanflow.gibbs.gpc import calibrate_gpc
+from stanflow.gibbs.contract import ContractError
+from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
 from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
-from stanflow.gibbs.safebayes import calibrate_safebayes
+from stanflow.gibbs.program import LossProgram
+from stanflow.gibbs.safebayes import calibrate_safebayes, calibrate_safebayes_conjugate
 from stanflow.gibbs.safebayes_averaging import calibrate_safebayes_averaged
-from stanflow.gibbs.sampling import gibbs_model, posterior, stan_data
+from stanflow.gibbs.sampling import posterior
+from stanflow.gibbs.templates import TemplateProgram, linear_program, location_program
 
 __all__ = [
     "PRIORS",
+    "ContractError",
+    "GridBackend",
     "LearningRatePath",
+    "LossProgram",
     "Prior",
+    "StanBackend",
+    "TemplateProgram",
     "calibrate_gpc",
     "calibrate_holmes_walker",
     "calibrate_path",
     "calibrate_plugin",
     "calibrate_safebayes",
     "calibrate_safebayes_averaged",
+    "calibrate_safebayes_conjugate",
     "get_prior",
-    "gibbs_model",
     "gibbs_path",
+    "linear_program",
+    "location_program",
     "log_prior_on_grid",
     "posterior",
-    "stan_data",
 ]

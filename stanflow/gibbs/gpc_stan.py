@@ -1,201 +1,201 @@
-"""The Stan backend of GPC (:func:`stanflow.gibbs.gpc.calibrate_gpc` with ``backend="stan"``).
+"""The Stan backend of GPC (:func:`stanflow.gibbs.gpc.calibrate_gpc` with a :class:`StanBackend`).
 
 Step 2 of Syring and Martin's algorithm, the Gibbs posteriors of the ``B``
-bootstrap resamples at the current ``omega``, through the Gibbs template
-(compiled once, :func:`stanflow.gibbs.sampling.gibbs_model`) and the run layer,
-in one of two designs:
+bootstrap resamples at the current ``omega``, through the loss program's one
+executable and the run layer, a resample being the program's ``weights`` (its
+counts), in one of two designs:
 
 - ``"reweight"`` (:func:`reweight_evaluator`): one proposal sample, the
   full-data Gibbs posterior at a fraction of ``omega``, serves every resample
-  at every step through importance weights (:mod:`stanflow.gibbs.reweighting`);
+  at every step through importance weights (:mod:`stanflow.gibbs.reweighting`;
+  the proposal draws' pointwise losses read from the program in process);
   resamples it serves poorly are sampled directly, and the proposal is redrawn
   when many are;
 - ``"resample"`` (:func:`resample_evaluator`): one
   :class:`stanflow.runs.RunSet` per step whose runs are the ``B`` resamples.
 
 :func:`stan_evaluator` builds either one for the driver; :class:`StanGibbs`
-holds what both share (the model, the data of a resample, running specs).
+holds what both share (the program, the running specs).
 """
 
 from __future__ import annotations
 
-import math
 import os
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from stanflow import arviz_compat
-from stanflow.arviz_compat import Results
-from stanflow.gibbs.gpc import Evaluator, draws_coverage, draws_inside
+from stanflow.gibbs import reweighting
+from stanflow.gibbs.estimate import Estimate
+from stanflow.gibbs.program import LossProgram
+from stanflow.gibbs.regions import draws_coverage, draws_inside
+from stanflow.runs import RunSet, RunSpec
 
-if TYPE_CHECKING:
-    from stanflow.gibbs.sampling import LossSpec, Params, PriorSpec
-
+DESIGNS = ("reweight", "resample")
 REDRAW_SHARE = 0.1
 """``reweight`` design: redraw the proposal when more than this share of the
 resamples have too few effective draws."""
 
+Evaluator = Callable[[float, int], dict[str, float]]
+"""A backend's step: ``(omega, t) ->`` the coverage at ``omega`` (key
+``coverage``) and the backend's diagnostics of step ``t``."""
 
-class StanGibbs:
-    """The Stan backend's shared pieces.
 
-    The compiled template, the data of a resample at a rate, and running specs
-    through the run layer into ``out_dir`` (a temporary folder, removed by
-    :meth:`cleanup`, by default).
+@dataclass(frozen=True)
+class StanBackend:
+    """GPC's posteriors by NUTS on the program's executable (:mod:`stanflow.gibbs.gpc_stan`).
 
     Parameters
     ----------
-    y : ndarray, shape (n,)
-        The data.
-    X : ndarray, shape (n, K), or None
-        Predictors (``linear.stan``), or None for a location (``location.stan``).
-    estimate : ndarray, shape (1,) or (K,)
+    design : {"reweight", "resample"}, default "reweight"
+        ``"reweight"``: one proposal sample (the full-data posterior at
+        ``proposal_scale * omega``) serves every resample and every step by
+        importance weights; it is drawn again when more than 10% of the
+        resamples have fewer than ``min_ess`` effective draws, and resamples it
+        serves poorly are sampled directly. ``"resample"``: every step samples
+        every resample (``B`` runs of ``draws`` draws).
+    draws, warmup : int, default 1000, 300
+        Draws per directly sampled resample (one chain each) and warm-up
+        iterations of every chain.
+    proposal_draws, proposal_chains : int, default 20000, 4
+        ``reweight``: draws of the proposal, split over this many one-chain runs.
+    proposal_scale : float, default 0.25
+        ``reweight``: the proposal's learning rate relative to the current
+        ``omega``, in (0, 1] (below 1 the proposal is wider than the targets and
+        the weights are bounded).
+    min_ess : float, default 1000
+        ``reweight``: resamples with a smaller Kish effective sample size are
+        sampled directly.
+    out_dir : path, optional
+        The run sets go to ``out_dir/step-XX``; default a temporary folder,
+        removed afterwards.
+    executor : stanflow.runs executor, optional
+        Default ``LocalExecutor()``.
+    progress : bool, default False
+        The run layer's progress bar.
+
+    Raises
+    ------
+    ValueError
+        Naming the field, when the object is made.
+    """
+
+    design: str = "reweight"
+    draws: int = 1000
+    warmup: int = 300
+    proposal_draws: int = 20000
+    proposal_chains: int = 4
+    proposal_scale: float = 0.25
+    min_ess: float = 1000.0
+    out_dir: str | os.PathLike | None = None
+    executor: Any = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.design not in DESIGNS:
+            raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
+        for name in ("draws", "proposal_draws", "proposal_chains"):
+            positive_int(getattr(self, name), name)
+        if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) \
+                or self.warmup < 0:
+            raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
+        if not (_number(self.proposal_scale) and 0 < self.proposal_scale <= 1):
+            raise ValueError(f"proposal_scale must be in (0, 1], got {self.proposal_scale!r}")
+        if not (_number(self.min_ess) and self.min_ess >= 0):
+            raise ValueError(f"min_ess must be a number >= 0, got {self.min_ess!r}")
+        if not isinstance(self.progress, bool):
+            raise ValueError(f"progress must be True or False, got {self.progress!r}")
+
+
+class StanGibbs:
+    """The Stan backend's shared pieces: the program, its runs, their folder.
+
+    Parameters
+    ----------
+    program : LossProgram
+    estimate : Estimate
         The full-data estimate: the point whose coverage is counted, and the
         chains' initial values.
-    loss, loss_params, prior, prior_params
-        As in :func:`stanflow.gibbs.sampling.stan_data`.
-    bounds : (lower, upper) or None
-        Parameter support; None for unbounded.
-    draws : int
-        Draws of a directly sampled resample (one chain).
-    warmup : int
-        Warm-up iterations of every chain.
+    backend : StanBackend
     seed : int
         Root seed of the run sets of resamples.
-    out_dir : path or None
-        Where the run sets go; None for a temporary folder.
-    executor : stanflow.runs executor or None
-        Passed to :meth:`stanflow.runs.RunSet.run`.
-    progress : bool
-        The run layer's progress bar.
     """
 
     def __init__(
-        self,
-        y: np.ndarray,
-        X: np.ndarray | None,
-        estimate: np.ndarray,
-        loss: LossSpec,
-        loss_params: Params,
-        prior: PriorSpec,
-        prior_params: Params,
-        bounds: tuple[Any, Any] | None,
-        draws: int,
-        warmup: int,
-        seed: int,
-        out_dir: str | os.PathLike | None,
-        executor: Any,
-        progress: bool,
+        self, program: LossProgram, estimate: Estimate, backend: StanBackend, seed: int
     ) -> None:
-        import tempfile
+        self.program, self.estimate, self.backend, self.seed = program, estimate, backend, seed
+        self.model = program.model("stanflow")
+        self.own = backend.out_dir is None
+        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(backend.out_dir)
+        self.point = estimate.theta[0] if len(program.names) == 1 else estimate.theta
+        self.init = program.inits(estimate.theta)
 
-        from stanflow.gibbs.sampling import gibbs_model
+    def run(self, specs: list[RunSpec], name: str, seed: int) -> np.ndarray:
+        """Run ``specs`` as the run set ``out_dir/name``; every run must succeed.
 
-        self.y, self.X, self.estimate = y, X, estimate
-        self.spec = {
-            "loss": loss,
-            "loss_params": loss_params,
-            "prior": prior,
-            "prior_params": prior_params,
-            "bounds": (-math.inf, math.inf) if bounds is None else bounds,
-        }
-        self.draws, self.warmup, self.seed = draws, warmup, seed
-        self.executor, self.progress = executor, progress
-        self.model = gibbs_model(loss, prior, linear=X is not None, driver="stanflow")
-        self.own = out_dir is None
-        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(out_dir)
-        self.variable = "theta" if X is None else "beta"
-        self.point = estimate[0] if X is None else estimate
-        self.init = {"theta": float(estimate[0])} if X is None else {"beta": list(map(float, estimate))}
-
-    def data(self, rows: np.ndarray | None, omega: float, **extra: Any) -> dict[str, Any]:
-        """The template's data for the observations ``rows`` (all if None)."""
-        from stanflow.gibbs.sampling import stan_data
-
-        y = self.y if rows is None else self.y[rows]
-        X = self.X if self.X is None or rows is None else self.X[rows]
-        return stan_data(y, omega=omega, X=X, **self.spec, **extra)
-
-    def run(self, specs: list[Any], name: str, seed: int) -> Results:
-        """Run ``specs`` as the run set ``out_dir/name``; every run must succeed."""
-        from stanflow.runs import RunSet
-
+        Returns
+        -------
+        draws : ndarray, shape (runs, draws, P)
+            Each run's draws (chains stacked), in :attr:`LossProgram.names` order.
+        seconds : float
+            The runs' summed sampling time.
+        """
         runset = RunSet(self.model, specs, out_dir=self.root / name, root_seed=seed)
-        runs = runset.run(self.executor, progress=self.progress)
+        runs = runset.run(self.backend.executor, progress=self.backend.progress)
         failed = [r.index for r in runs if not r.ok]
         if failed:
             raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
-        return runset.to_inference_data()
+        idata = runset.to_inference_data()
+        posterior = arviz_compat.group(idata, "posterior").stack(sample=("chain", "draw"))
+        draws = self.program.draws(posterior, ("run", "sample"))
+        return draws, float(idata.run_stats["total_time"].sum())
 
     def sample_resamples(
-        self, indices: np.ndarray, omega: float, name: str
+        self, counts: np.ndarray, omega: float, name: str
     ) -> tuple[np.ndarray, float]:
-        """Draws of each resample's posterior, shape ``(R, S[, K])``, and the
-        runs' summed sampling time."""
-        from stanflow.runs import RunSpec
-
-        specs = [
-            RunSpec(data=self.data(rows, omega), inits=self.init,
-                    args={"num_samples": self.draws, "num_warmup": self.warmup})
-            for rows in indices
-        ]
-        idata = self.run(specs, name, self.seed)
-        values = idata.posterior[self.variable].stack(sample=("chain", "draw"))
-        values = values.transpose("run", "sample", ...).values
-        return values, float(idata.run_stats["total_time"].sum())
+        """Draws of each resample's posterior, shape ``(R, S[, P])``, and the runs' sampling time."""
+        args = {"num_samples": self.backend.draws, "num_warmup": self.backend.warmup}
+        specs = [RunSpec(data=self.program.stan_data(omega, row), inits=self.init, args=args)
+                 for row in counts]
+        draws, seconds = self.run(specs, name, self.seed)
+        return (draws[..., 0] if len(self.program.names) == 1 else draws), seconds
 
     def cleanup(self) -> None:
         """Remove the temporary folder, if it is this object's own."""
         if self.own:
-            import shutil
-
             shutil.rmtree(self.root, ignore_errors=True)
 
 
 def stan_evaluator(
-    y: np.ndarray,
-    X: np.ndarray | None,
-    estimate: np.ndarray,
+    program: LossProgram,
+    estimate: Estimate,
     indices: np.ndarray,
     alpha: float,
-    *,
-    loss: LossSpec,
-    loss_params: Params,
-    prior: PriorSpec,
-    prior_params: Params,
-    bounds: tuple[Any, Any] | None,
-    design: str,
-    draws: int,
-    warmup: int,
+    backend: StanBackend,
     seed: int,
-    proposal_draws: int,
-    proposal_chains: int,
-    proposal_scale: float,
-    min_ess: float,
-    out_dir: str | os.PathLike | None,
-    executor: Any,
-    progress: bool,
 ) -> tuple[Evaluator, Callable[[], None]]:
-    """The Stan backend's step evaluator for ``design``, and its cleanup.
+    """The Stan backend's step evaluator for ``backend.design``, and its cleanup.
 
     Parameters
     ----------
-    y, X, estimate
-        The data, predictors (or None) and full-data estimate (:class:`StanGibbs`).
+    program : LossProgram
+    estimate : Estimate
+        The full-data estimate.
     indices : ndarray of int, shape (B, n)
         The bootstrap resamples (:func:`stanflow.gibbs.gpc.bootstrap_indices`).
     alpha : float
         Regions of level ``1 - alpha``.
-    loss, loss_params, prior, prior_params, bounds, draws, warmup, seed, out_dir, executor, progress
-        As in :class:`StanGibbs` (already checked).
-    design : {"reweight", "resample"}
-        :func:`reweight_evaluator` or :func:`resample_evaluator`.
-    proposal_draws, proposal_chains, proposal_scale, min_ess
-        The ``reweight`` design's settings (:func:`reweight_evaluator`).
+    backend : StanBackend
+    seed : int
+        Root seed of the run sets.
 
     Returns
     -------
@@ -204,30 +204,15 @@ def stan_evaluator(
     cleanup : callable ``() -> None``
         Removes the temporary run folder (call it when the loop ends).
     """
-    stan = StanGibbs(
-        y, X, estimate, loss, loss_params, prior, prior_params, bounds,
-        draws, warmup, seed, out_dir, executor, progress,
-    )
-    if design == "resample":
-        evaluate = resample_evaluator(stan, indices, alpha)
-    else:
-        evaluate = reweight_evaluator(
-            stan, indices, alpha, proposal_draws, proposal_chains,
-            proposal_scale, min_ess,
-        )
-    return evaluate, stan.cleanup
+    stan = StanGibbs(program, estimate, backend, seed)
+    counts = reweighting.resample_counts(indices, program.n)
+    if backend.design == "resample":
+        return resample_evaluator(stan, counts, alpha), stan.cleanup
+    return reweight_evaluator(stan, counts, alpha), stan.cleanup
 
 
-def resample_evaluator(stan: StanGibbs, indices: np.ndarray, alpha: float) -> Evaluator:
+def resample_evaluator(stan: StanGibbs, counts: np.ndarray, alpha: float) -> Evaluator:
     """The ``resample`` design's step: one RunSet of the ``B`` resamples at ``omega``.
-
-    Parameters
-    ----------
-    stan : StanGibbs
-    indices : ndarray of int, shape (B, n)
-        The bootstrap resamples.
-    alpha : float
-        Regions of level ``1 - alpha``.
 
     Returns
     -------
@@ -237,7 +222,7 @@ def resample_evaluator(stan: StanGibbs, indices: np.ndarray, alpha: float) -> Ev
 
     def evaluate(omega: float, t: int) -> dict[str, float]:
         start = time.perf_counter()
-        values, sampling = stan.sample_resamples(indices, omega, f"step-{t:02d}")
+        values, sampling = stan.sample_resamples(counts, omega, f"step-{t:02d}")
         return {
             "coverage": draws_coverage(values, stan.point, alpha),
             "step_wall_time": time.perf_counter() - start,
@@ -247,32 +232,16 @@ def resample_evaluator(stan: StanGibbs, indices: np.ndarray, alpha: float) -> Ev
     return evaluate
 
 
-def reweight_evaluator(
-    stan: StanGibbs, indices: np.ndarray, alpha: float,
-    proposal_draws: int, proposal_chains: int, proposal_scale: float, min_ess: float,
-) -> Evaluator:
+def reweight_evaluator(stan: StanGibbs, counts: np.ndarray, alpha: float) -> Evaluator:
     """The ``reweight`` design's step: importance weights on one proposal sample.
 
     The proposal is the full-data Gibbs posterior at ``proposal_scale * omega``
     (:mod:`stanflow.gibbs.reweighting`), sampled by ``proposal_chains`` runs of
-    one chain. A resample whose weights have a Kish effective sample size below
-    ``min_ess`` is sampled directly (``draws`` draws) instead; when more than
-    ``REDRAW_SHARE`` of the resamples are like that, the proposal is drawn again
-    at the current ``omega`` first.
-
-    Parameters
-    ----------
-    stan : StanGibbs
-    indices : ndarray of int, shape (B, n)
-        The bootstrap resamples.
-    alpha : float
-        Regions of level ``1 - alpha``.
-    proposal_draws, proposal_chains : int
-        Draws of the proposal, split over this many one-chain runs.
-    proposal_scale : float
-        The proposal's learning rate relative to ``omega``, in (0, 1].
-    min_ess : float
-        Resamples with fewer effective draws are sampled directly.
+    one chain; its draws' pointwise losses come from the program in process. A
+    resample whose weights have a Kish effective sample size below ``min_ess``
+    is sampled directly instead; when more than :data:`REDRAW_SHARE` of the
+    resamples are like that, the proposal is drawn again at the current
+    ``omega`` first.
 
     Returns
     -------
@@ -280,27 +249,26 @@ def reweight_evaluator(
         ``coverage``, ``step_wall_time``, ``step_sampling_time``, ``ess_min``,
         ``ess_median``, ``n_direct``, ``omega_ref``.
     """
-    from stanflow.gibbs import reweighting
-    from stanflow.runs import RunSpec
-
-    counts = reweighting.resample_counts(indices, len(stan.y))
-    per_chain = -(-proposal_draws // proposal_chains)
+    backend, program = stan.backend, stan.program
+    per_chain = -(-backend.proposal_draws // backend.proposal_chains)
+    scalar = len(program.names) == 1
     proposal: dict[str, Any] = {}
 
     def draw_proposal(omega_ref: float) -> float:
-        data = stan.data(None, omega_ref, save_pointwise_loss=True)
-        args = {"num_samples": per_chain, "num_warmup": stan.warmup, "sig_figs": 18}
-        specs = [RunSpec(data=data, inits=stan.init, args=args) for _ in range(proposal_chains)]
+        data = program.stan_data(omega_ref)
+        args = {"num_samples": per_chain, "num_warmup": backend.warmup, "sig_figs": 18}
+        specs = [RunSpec(data=data, inits=stan.init, args=args)
+                 for _ in range(backend.proposal_chains)]
         number = proposal.get("number", -1) + 1
-        idata = stan.run(specs, f"proposal-{number:02d}", stan.seed + number)
-        stacked = arviz_compat.group(idata, "posterior").stack(sample=("run", "chain", "draw"))
+        draws, seconds = stan.run(specs, f"proposal-{number:02d}", stan.seed + number)
+        draws = draws.reshape(-1, draws.shape[-1])
         proposal.update(
             number=number,
             omega_ref=omega_ref,
-            draws=stacked[stan.variable].transpose("sample", ...).values,
-            pointwise_loss=stacked["pointwise_loss"].transpose("sample", ...).values,
+            draws=draws[:, 0] if scalar else draws,
+            pointwise_loss=program.losses(program.unconstrain(draws)),
         )
-        return float(idata.run_stats["total_time"].sum())
+        return seconds
 
     def weights(omega: float) -> np.ndarray:
         log_w = reweighting.log_weights(
@@ -311,22 +279,23 @@ def reweight_evaluator(
     def evaluate(omega: float, t: int) -> dict[str, float]:
         start = time.perf_counter()
         sampling = 0.0
+        reference = backend.proposal_scale * omega
         if not proposal:
-            sampling += draw_proposal(proposal_scale * omega)
+            sampling += draw_proposal(reference)
         w = weights(omega)
         ess = reweighting.kish_ess(w)
-        if np.mean(ess < min_ess) > REDRAW_SHARE and proposal["omega_ref"] != proposal_scale * omega:
-            sampling += draw_proposal(proposal_scale * omega)
+        if np.mean(ess < backend.min_ess) > REDRAW_SHARE and proposal["omega_ref"] != reference:
+            sampling += draw_proposal(reference)
             w = weights(omega)
             ess = reweighting.kish_ess(w)
-        if stan.X is None:
+        if scalar:
             inside = reweighting.interval_coverage(proposal["draws"], w, stan.point, alpha)
         else:
             inside = reweighting.ellipsoid_coverage(proposal["draws"], w, stan.point, alpha)
-        poor = np.flatnonzero(ess < min_ess)
+        poor = np.flatnonzero(ess < backend.min_ess)
         if poor.size:
             # Sample the poorly served resamples themselves.
-            values, seconds = stan.sample_resamples(indices[poor], omega, f"direct-{t:02d}")
+            values, seconds = stan.sample_resamples(counts[poor], omega, f"direct-{t:02d}")
             inside[poor] = draws_inside(values, stan.point, alpha)
             sampling += seconds
         return {
@@ -340,3 +309,14 @@ def reweight_evaluator(
         }
 
     return evaluate
+
+
+def positive_int(value: Any, name: str) -> int:
+    """``value`` as an int ``>= 1``, or a ``ValueError`` naming it."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)

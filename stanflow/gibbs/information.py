@@ -27,15 +27,16 @@ likelihood ``H = J`` and ``omega_HW = 1``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.plugin import calibrate_plugin, check_sensitivity_and_variability
-from stanflow.losses import Loss
+
+if TYPE_CHECKING:
+    from stanflow.gibbs.program import LossProgram
 
 FORMULA = "tr(H) / tr(J)"
 
@@ -61,22 +62,14 @@ def omega_from_traces(H: np.ndarray, J: np.ndarray) -> np.ndarray:
 
 
 def calibrate_holmes_walker(
-    y: np.ndarray,
-    *,
-    loss: str | Loss = "absolute",
-    loss_params: Mapping[str, Any] | None = None,
-    X: np.ndarray | None = None,
-    estimate: np.ndarray | None = None,
-    bounds: tuple[float, float] | None = None,
-    bandwidth: float | None = None,
+    program: LossProgram, *, estimate: Any = None, bandwidth: Any = None
 ) -> Results:
     """Holmes and Walker's ``omega = tr(H_hat) / tr(J_hat)`` as a ``calibration`` group.
 
     Parameters
     ----------
-    y, loss, loss_params, X, estimate, bounds, bandwidth
-        As in :func:`stanflow.gibbs.plugin.calibrate_plugin` (one data set ``(n,)`` or
-        replicates ``(R, n)``).
+    program, estimate, bandwidth
+        As in :func:`stanflow.gibbs.plugin.calibrate_plugin`.
 
     Returns
     -------
@@ -86,22 +79,13 @@ def calibrate_holmes_walker(
         ``trace_sensitivity``, ``trace_variability``; attributes ``method =
         "holmes_walker"``, ``formula``, ``reference``.
     """
-    plugin = calibrate_plugin(
-        y,
-        loss=loss,
-        loss_params=loss_params,
-        X=X,
-        estimate=estimate,
-        bounds=bounds,
-        bandwidth=bandwidth,
-    )
-    group = arviz_compat.group(plugin, "calibration")
+    group = arviz_compat.group(
+        calibrate_plugin(program, estimate=estimate, bandwidth=bandwidth), "calibration")
     H, J = group["sensitivity"].values, group["variability"].values
-    lead = group["omega"].dims
     group = group.assign(
-        omega=(lead, omega_from_traces(H, J)),
-        trace_sensitivity=(lead, np.trace(H, axis1=-2, axis2=-1)),
-        trace_variability=(lead, np.trace(J, axis1=-2, axis2=-1)),
+        omega=((), float(omega_from_traces(H, J))),
+        trace_sensitivity=((), float(np.trace(H))),
+        trace_variability=((), float(np.trace(J))),
     )
     group.attrs.update(
         method="holmes_walker",

@@ -29,8 +29,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -39,8 +38,8 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.path_target import GibbsTarget
-from stanflow.losses import Loss
+from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.program import LossProgram
 from stanflow.qpaths.kernels import (
     RESAMPLING,
     MoveKernel,
@@ -68,8 +67,9 @@ class PathLevel(NamedTuple):
     ----------
     omega : float
         The learning rate (``beta * omega_max``).
-    theta : ndarray, shape (N, K)
-        Particles after resampling and moves.
+    z : ndarray, shape (N, d)
+        Particles after resampling and moves, where the target's particles
+        live (:class:`~stanflow.gibbs.path_target.PathTarget`).
     loss : ndarray, shape (N,)
         Their total losses ``L_n(theta)``.
     log_prior : ndarray, shape (N,)
@@ -89,7 +89,7 @@ class PathLevel(NamedTuple):
     """
 
     omega: float
-    theta: np.ndarray
+    z: np.ndarray
     loss: np.ndarray
     log_prior: np.ndarray
     log_z: float
@@ -127,14 +127,14 @@ def log_level_density(
     return log_qpath(np.zeros_like(loss), -omega_max * loss, beta, q)
 
 
-def initial_level(rng: np.random.Generator, target: GibbsTarget, n_particles: int) -> PathLevel:
-    """The path at ``omega = 0``: ``n_particles`` exact draws from the prior."""
-    theta = np.asarray(target.sample_prior(rng, n_particles), dtype=float)
+def initial_level(rng: np.random.Generator, target: PathTarget, n_particles: int) -> PathLevel:
+    """The path at ``omega = 0``: ``n_particles`` draws from the prior."""
+    z = np.asarray(target.sample_prior(rng, n_particles), dtype=float)
     return PathLevel(
         omega=0.0,
-        theta=theta,
-        loss=target.total_loss(theta),
-        log_prior=target.log_prior(theta),
+        z=z,
+        loss=target.total_loss(z),
+        log_prior=target.log_prior(z),
         log_z=0.0,
         log_z_var=0.0,
         ess=float(n_particles),
@@ -154,7 +154,7 @@ def advance(
     rng: np.random.Generator,
     level: PathLevel,
     omega: float,
-    target: GibbsTarget,
+    target: PathTarget,
     *,
     omega_max: float,
     q: float,
@@ -171,7 +171,7 @@ def advance(
         The current schedule point.
     omega : float
         The next one, in ``(level.omega, omega_max]``.
-    target : GibbsTarget
+    target : PathTarget
     omega_max, q : float
         The path's end and its ``q``.
     n_moves : int
@@ -200,7 +200,7 @@ def advance(
     n = len(log_w)
     return PathLevel(
         omega=float(omega),
-        theta=moved.z,
+        z=moved.z,
         loss=(moved.log_pi0 - moved.log_pi1) / omega_max,
         log_prior=moved.log_pi0,
         log_z=level.log_z + increment,
@@ -215,8 +215,8 @@ class LearningRatePath:
 
     Parameters
     ----------
-    target : GibbsTarget
-        Data, loss, prior and template.
+    program : LossProgram
+        The Gibbs posterior: any loss program, a template's or a user's.
     q : float, default 1.0
         1: the geometric path, whose levels are the Gibbs posteriors at their
         ``omega``; below 1 a q-path between the same endpoints.
@@ -229,7 +229,7 @@ class LearningRatePath:
     resampling : {"systematic", "multinomial"}, default "systematic"
     moves : {"rwm", "nuts"}, default "rwm"
         Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`)
-        or NUTS through the Stan template and the run layer
+        or NUTS through the program's executable and the run layer
         (:class:`stanflow.gibbs.path_moves.NutsMoves`, ``q = 1`` only).
     seed : int, optional
     max_steps : int, default 1000
@@ -237,13 +237,15 @@ class LearningRatePath:
 
     Attributes
     ----------
+    target : PathTarget
+        The program's losses and prior at particles.
     levels : list of PathLevel
         The schedule so far, from ``omega = 0``.
     """
 
     def __init__(
         self,
-        target: GibbsTarget,
+        program: LossProgram,
         *,
         q: float = 1.0,
         n_particles: int = 2000,
@@ -254,8 +256,7 @@ class LearningRatePath:
         seed: int | None = None,
         max_steps: int = 1000,
     ) -> None:
-        if not isinstance(target, GibbsTarget):
-            raise TypeError(f"target must be a GibbsTarget, got {type(target).__name__}")
+        target = PathTarget(program)
         self.q = _check_q(q)
         minimum = MIN_PARTICLES_PER_PARAMETER * target.dim
         self.n_particles = _check_int(n_particles, "n_particles", minimum)
@@ -268,7 +269,7 @@ class LearningRatePath:
         if moves not in MOVES:
             raise ValueError(f"moves must be one of {MOVES}, got {moves!r}")
         if moves == "nuts" and self.q != 1:
-            raise ValueError("moves: NUTS moves run the Gibbs template, so they need q = 1")
+            raise ValueError("moves: NUTS moves sample Gibbs posteriors, so they need q = 1")
         self.target = target
         self.target_ess = float(target_ess)
         self.resampling = resampling
@@ -327,15 +328,20 @@ class LearningRatePath:
         """The ``path`` group: particles, losses and ``log Z`` by schedule point.
 
         Variables: ``omega``, ``log_z``, ``log_z_se``, ``ess``, ``acceptance``
-        (dim ``step``), ``theta`` (``step``, ``particle``, ``param``),
-        ``total_loss`` (``step``, ``particle``). Every particle of a step has
-        weight ``1 / N``. Attributes: ``q``, ``omega_max``, the sampler's
-        settings and the problem (loss, prior, template, bounds).
+        (dim ``step``), ``theta`` (``step``, ``particle``, ``param``: the
+        parameters at the particles), ``total_loss`` (``step``, ``particle``).
+        Every particle of a step has weight ``1 / N``. Attributes: ``q``,
+        ``omega_max``, the sampler's settings and the program
+        (:meth:`PathTarget.describe`).
         """
         if not self.levels:
             raise ValueError("the path is empty: call extend(omega_max) first")
         target = self.target
         levels = self.levels
+        described = {
+            key: value if isinstance(value, (str, int, float)) else json.dumps(value)
+            for key, value in target.describe().items()
+        }
         return xr.Dataset(
             {
                 "omega": ("step", np.array([lv.omega for lv in levels])),
@@ -343,7 +349,8 @@ class LearningRatePath:
                 "log_z_se": ("step", np.sqrt([lv.log_z_var for lv in levels])),
                 "ess": ("step", np.array([lv.ess for lv in levels])),
                 "acceptance": ("step", np.array([lv.acceptance for lv in levels])),
-                "theta": (("step", "particle", "param"), np.stack([lv.theta for lv in levels])),
+                "theta": (("step", "particle", "param"),
+                          np.stack([target.theta(lv.z) for lv in levels])),
                 "total_loss": (("step", "particle"), np.stack([lv.loss for lv in levels])),
             },
             coords={"step": np.arange(len(levels)), "param": target.names},
@@ -357,14 +364,8 @@ class LearningRatePath:
                 "resampling": self.resampling,
                 "moves": self.moves_name,
                 "seed": -1 if self.seed is None else int(self.seed),
-                "loss": target.loss_label,
-                "loss_params": json.dumps(list(map(float, target.data["loss_params"]))),
-                "prior": target.prior,
-                "prior_params": json.dumps(list(target.prior_params)),
-                "template": "location" if target.X is None else "linear",
-                "lower_bound": json.dumps(target.lower.tolist()),
-                "upper_bound": json.dumps(target.upper.tolist()),
-                "log_z": "log Z_n(omega) with the prior normalised on the box"
+                **described,
+                "log_z": "log Z_n(omega) with the prior normalised"
                 if self.q == 1 else "log normalising constant of each q-path level relative to the prior",
             },
         )
@@ -378,15 +379,9 @@ class LearningRatePath:
 
 
 def gibbs_path(
-    y: np.ndarray,
+    program: LossProgram,
     *,
     omega_max: float = 1.0,
-    loss: str | os.PathLike | Loss = "absolute",
-    loss_params: Mapping[str, float] | Sequence[float] | None = None,
-    prior: str = "uniform",
-    prior_params: Mapping[str, float] | None = None,
-    X: np.ndarray | None = None,
-    bounds: tuple[Any, Any] | None = None,
     q: float = 1.0,
     n_particles: int = 2000,
     n_moves: int = 5,
@@ -397,19 +392,16 @@ def gibbs_path(
     omegas: np.ndarray | None = None,
     probs: Sequence[float] = (0.025, 0.5, 0.975),
 ) -> Results:
-    """Every Gibbs posterior from ``omega = 0`` to ``omega_max`` by one SMC sweep.
+    """Every Gibbs posterior of a loss program from ``omega = 0`` to ``omega_max`` by one SMC sweep.
 
     Parameters
     ----------
-    y : array_like, shape (n,)
-        Observations.
+    program : LossProgram
+        Any loss program: a template's (:func:`~stanflow.gibbs.location_program`,
+        ``linear_program``; a shipped prior's draws are exact) or a user's (the
+        prior drawn by NUTS at ``omega = 0``; :mod:`stanflow.gibbs.path_target`).
     omega_max : float, default 1.0
         Where the path ends; positive and finite.
-    loss, loss_params, prior, prior_params, X, bounds
-        The Gibbs posterior (:class:`~stanflow.gibbs.path_target.GibbsTarget`):
-        a shipped loss, a :class:`~stanflow.losses.Loss` or a loss file;
-        the prior ``uniform`` (finite bounds) or ``normal``; ``X`` for the
-        linear template.
     q, n_particles, n_moves, target_ess, resampling, moves, seed
         The sampler (:class:`LearningRatePath`).
     omegas : array_like, optional
@@ -424,60 +416,51 @@ def gibbs_path(
     Results
         ``path`` (:meth:`LearningRatePath.to_dataset`), ``path_functionals``
         (:func:`stanflow.gibbs.path_read.functionals`: mean, quantiles, their
-        Monte Carlo errors and ``log Z_n`` against ``omega``),
-        ``observed_data`` (``y``) and ``constant_data`` (``X`` with the linear
-        template).
+        Monte Carlo errors and ``log Z_n`` against ``omega``) and the program's
+        data groups (a template's ``observed_data`` and ``constant_data``).
 
     Raises
     ------
     ValueError, TypeError
         Naming the argument, before any sampling: ``omega_max <= 0``, too few
-        particles for the number of parameters, a bad loss, prior or data.
-    stanflow.models.CompileError
-        If a loss file does not compile (the message names the signature).
+        particles for the number of parameters.
     """
     from stanflow.gibbs.path_read import default_omegas, functionals
 
     omega_max = check_omega_max(omega_max)
-    target = GibbsTarget(
-        y, loss=loss, loss_params=loss_params, prior=prior, prior_params=prior_params,
-        X=X, bounds=bounds,
-    )
     path = LearningRatePath(
-        target, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
+        program, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
         resampling=resampling, moves=moves, seed=seed,
     ).extend(omega_max)
     group = path.to_dataset()
     grid = default_omegas(group) if omegas is None else omegas
-    return to_inference_data(group, functionals(group, grid, probs), target)
+    return to_inference_data(group, functionals(group, grid, probs), program)
 
 
 def to_inference_data(
-    path: xr.Dataset, table: xr.Dataset, target: GibbsTarget, **groups: xr.Dataset
+    path: xr.Dataset, table: xr.Dataset, program: LossProgram, **groups: xr.Dataset
 ) -> Results:
-    """``InferenceData`` of a path: ``path``, ``path_functionals``, the data, and more groups."""
-    observed = xr.Dataset({"y": ("obs", target.y)})
-    constant = {} if target.X is None else {"constant_data": xr.Dataset({"X": (("obs", "param"), target.X)}, coords={"param": target.names})}
+    """Results of a path: ``path``, ``path_functionals``, the program's data groups, and more groups."""
     return arviz_compat.build(
-        {"path": path, "path_functionals": table, "observed_data": observed, **constant, **groups}
+        {"path": path, "path_functionals": table, **program.data_groups(), **groups}
     )
 
 
 def _particles(level: PathLevel, omega_max: float) -> Particles:
-    return Particles(level.theta, level.log_prior, level.log_prior - omega_max * level.loss)
+    return Particles(level.z, level.log_prior, level.log_prior - omega_max * level.loss)
 
 
-def _densities(target: GibbsTarget, omega_max: float):
+def _densities(target: PathTarget, omega_max: float):
     """``log pi0`` (the prior) and ``log pi1`` (the Gibbs posterior at
     ``omega_max``, unnormalised) as the callables of the q-path kernels; the
     loss is evaluated only inside the prior's support."""
 
-    def log_pi1(theta: np.ndarray) -> np.ndarray:
-        log_prior = target.log_prior(theta)
+    def log_pi1(z: np.ndarray) -> np.ndarray:
+        log_prior = target.log_prior(z)
         inside = np.isfinite(log_prior)
-        loss = np.zeros(len(theta))
+        loss = np.zeros(len(z))
         if inside.any():
-            loss[inside] = target.total_loss(theta[inside])
+            loss[inside] = target.total_loss(z[inside])
         return log_prior - omega_max * loss
 
     return target.log_prior, log_pi1

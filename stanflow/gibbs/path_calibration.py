@@ -13,15 +13,13 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.gpc import risk_minimiser
 from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.path import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.path_gpc import path_gpc
@@ -31,35 +29,11 @@ from stanflow.gibbs.path_read import (
     reweight,
     weighted_quantile,
 )
-from stanflow.gibbs.path_target import GibbsTarget
 from stanflow.gibbs.plugin import calibrate_plugin
-from stanflow.golden import golden_section, sections_for
-from stanflow.losses import Loss
-from stanflow.slots import is_slot_file
+from stanflow.gibbs.program import LossProgram
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
-
-
-def risk_estimate(target: GibbsTarget) -> np.ndarray:
-    """The empirical risk minimiser, shape ``(K,)``.
-
-    A location: golden-section search over the box where it is finite, else
-    over the data's range (as :func:`stanflow.gibbs.gpc.calibrate_gpc` does), on the
-    target's own losses (NumPy or the Stan file). Coefficients:
-    :func:`stanflow.gibbs.gpc.risk_minimiser` (Nelder-Mead).
-    """
-    if target.X is None:
-        lower, upper = float(target.lower[0]), float(target.upper[0])
-        if not (np.isfinite(lower) and np.isfinite(upper)):
-            lower, upper = float(target.y.min()), float(target.y.max())
-
-        def risk(theta: np.ndarray) -> np.ndarray:
-            return target.total_loss(np.reshape(theta, (-1, 1))).reshape(np.shape(theta))
-
-        low, high = golden_section(risk, np.array(lower), np.array(upper), sections_for(1e-10))
-        return np.array([(low + high) / 2])
-    return risk_minimiser(target.y, target.X, lambda _y, f: target.loss_values(f[None, :])[0])
 
 
 def rules_on_path(
@@ -105,14 +79,8 @@ def rules_on_path(
 
 
 def calibrate_path(
-    y: np.ndarray,
+    program: LossProgram,
     *,
-    loss: str | os.PathLike | Loss = "absolute",
-    loss_params: Mapping[str, float] | Sequence[float] | None = None,
-    prior: str = "uniform",
-    prior_params: Mapping[str, float] | None = None,
-    X: np.ndarray | None = None,
-    bounds: tuple[Any, Any] | None = None,
     estimate: np.ndarray | None = None,
     B: int = 200,
     alpha: float = 0.05,
@@ -132,10 +100,10 @@ def calibrate_path(
 
     Parameters
     ----------
-    y, loss, loss_params, prior, prior_params, X, bounds
-        The Gibbs posterior (:class:`~stanflow.gibbs.path_target.GibbsTarget`).
-    estimate : array_like, shape (K,), optional
-        The full-data estimate; default :func:`risk_estimate`.
+    program : LossProgram
+        Any loss program (:class:`~stanflow.gibbs.path.LearningRatePath`).
+    estimate : array_like, shape (P,), optional
+        The full-data estimate; default :meth:`LossProgram.estimate`.
     B, alpha, omega0, seed, proposal_scale, xtol
         GPC (:func:`~stanflow.gibbs.path_gpc.path_gpc`): the same resamples as
         :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``.
@@ -155,8 +123,7 @@ def calibrate_path(
         ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
         ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
         rules are ``gpc_path``, then ``rules``, then ``marks``), ``path``,
-        ``path_functionals``, ``observed_data`` and, with ``X``,
-        ``constant_data``.
+        ``path_functionals`` and the program's data groups.
     """
     unknown = sorted(set(rules) - set(RULES))
     if unknown:
@@ -167,32 +134,23 @@ def calibrate_path(
     for name, value in marks.items():
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise ValueError(f"marks[{name!r}] must be a positive learning rate, got {value!r}")
-    target = GibbsTarget(
-        y, loss=loss, loss_params=loss_params, prior=prior, prior_params=prior_params,
-        X=X, bounds=bounds,
-    )
     path = LearningRatePath(
-        target, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
+        program, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
         moves=moves, seed=seed,
     )
-    estimate = risk_estimate(target) if estimate is None else np.atleast_1d(
-        np.asarray(estimate, dtype=float))
+    found = program.estimate() if estimate is None else program.estimate_at(estimate)
     group = path_gpc(
-        path, estimate, B=B, alpha=alpha, omega0=omega0, seed=seed,
+        path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
         proposal_scale=proposal_scale, xtol=xtol,
     )
     omegas = {"gpc_path": float(group["omega"])}
-    # A loss file takes its parameters as a vector.
-    params = list(target.data["loss_params"]) if is_slot_file(loss) else loss_params
     computed = {"plugin": calibrate_plugin, "holmes_walker": calibrate_holmes_walker}
     for name in rules:
-        result = computed[name](
-            target.y, loss=loss, loss_params=params, X=target.X, estimate=estimate
-        ).calibration
-        omegas[name] = float(result["omega"])
+        result = computed[name](program, estimate=found.theta)
+        omegas[name] = float(arviz_compat.group(result, "calibration")["omega"])
     omegas.update(marks)
     path.extend(max([*omegas.values(), float(omega0), omega_max or 0.0]))
     path_group = path.to_dataset()
     group = xr.merge([group, rules_on_path(path_group, omegas)], combine_attrs="override")
     table = functionals(path_group, default_omegas(path_group))
-    return to_inference_data(path_group, table, target, calibration=group)
+    return to_inference_data(path_group, table, program, calibration=group)

@@ -221,11 +221,12 @@ class PathCoverage:
         proposal_scale: float,
     ) -> None:
         self.path = path
-        self.counts = resample_counts(indices, len(path.target.y))
+        self.counts = resample_counts(indices, path.target.n)
         self.estimate = np.asarray(estimate, dtype=float)
         self.alpha = alpha
         self.proposal_scale = proposal_scale
         self._resample_losses: dict[int, np.ndarray] = {}
+        self._theta: dict[int, np.ndarray] = {}
 
     def __call__(self, omega: float) -> Evaluation:
         reference = self.proposal_scale * omega
@@ -236,12 +237,14 @@ class PathCoverage:
         g = log_level_density(level.loss, level.omega, self.path.end, self.path.q)
         with _BLAS.limit(limits=1, user_api="blas"):
             if k not in self._resample_losses:
-                pointwise = self.path.target.pointwise_loss(level.theta)
+                pointwise = self.path.target.pointwise_loss(level.z)
                 self._resample_losses[k] = self.counts @ pointwise.T
+                self._theta[k] = self.path.target.theta(level.z)
             statistic, ess = region_statistic(
-                level.theta, self._resample_losses[k], -g, omega, self.estimate
+                self._theta[k], self._resample_losses[k], -g, omega, self.estimate
             )
-        inside, flip = inside_and_flip(statistic, ess, self.alpha, self.path.target.dim == 1)
+        scalar = len(self.path.target.names) == 1
+        inside, flip = inside_and_flip(statistic, ess, self.alpha, scalar)
         return Evaluation(
             omega=float(omega),
             count=int(inside.sum()),
@@ -417,12 +420,11 @@ def path_gpc(
     """
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
     estimate = np.atleast_1d(np.asarray(estimate, dtype=float))
-    if estimate.shape != (path.target.dim,) or not np.all(np.isfinite(estimate)):
-        raise ValueError(
-            f"estimate must be finite with {path.target.dim} value(s), got {estimate!r}"
-        )
+    size = len(path.target.names)
+    if estimate.shape != (size,) or not np.all(np.isfinite(estimate)):
+        raise ValueError(f"estimate must be finite with {size} value(s), got {estimate!r}")
     start = time.perf_counter()
-    indices = bootstrap_indices(len(path.target.y), B, np.random.SeedSequence(seed))
+    indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
     coverage = PathCoverage(path, indices, estimate, alpha, proposal_scale)
     target = (1 - alpha) * B
     root, history, done = find_root(
@@ -467,7 +469,7 @@ def path_gpc(
             "seed": seed,
             "proposal_scale": proposal_scale,
             "xtol": xtol,
-            "region": "equal-tailed interval" if path.target.dim == 1
+            "region": "equal-tailed interval" if size == 1
             else "weighted Mahalanobis ellipsoid",
         },
     )

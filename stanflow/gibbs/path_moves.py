@@ -1,20 +1,19 @@
-"""NUTS moves for the learning-rate path: particles as chains of the Gibbs template.
+"""NUTS moves for the learning-rate path: particles as chains of the program's executable.
 
 On the geometric path the level at ``beta`` is the Gibbs posterior at
-``omega = beta * omega_max``, which is exactly what the Stan templates
-(``stan/gibbs/location.stan``, ``linear.stan``) sample with ``omega`` as data.
-So a move of every particle is one single-chain run of the template per
-particle (the particle as inits, no warm-up, ``n_moves`` NUTS transitions
-with a fixed step size and a diagonal metric), and the runs of one level form
-one :class:`~stanflow.runs.RunSet`, which batch mode packs into a few
-processes (so the template is built with stanflow's driver, also beside a
-CmdStan of the user's). It needs the loss as a Stan file (shipped losses have theirs) and
-is meant for targets that random-walk moves mix poorly on.
+``omega = beta * omega_max``, which is exactly what a loss program's executable
+samples with ``omega`` as data. So a move of every particle is one
+single-chain run per particle (the particle as inits, no warm-up,
+``n_moves`` NUTS transitions with a fixed step size and a diagonal metric),
+and the runs of one level form one :class:`~stanflow.runs.RunSet`, which batch
+mode packs into a few processes (so the executable is built with stanflow's
+driver, also beside a CmdStan of the user's). It is meant for targets that
+random-walk moves mix poorly on.
 
 Tuning from the particles before the moves: the inverse metric is the
-particles' variance on Stan's unconstrained scale (the bounds' log and logit
-transforms); the step size starts at ``K^(-1/4)`` and after each level is
-multiplied by ``exp(accept - target_accept)`` (clipped to ``[0.5, 2]``), as
+particles' variance on Stan's unconstrained scale; the step size starts at
+``K^(-1/4)`` and after each level is multiplied by ``exp(accept -
+target_accept)`` (clipped to ``[0.5, 2]``), as
 :class:`stanflow.qpaths.stan_moves.StanMoves` does for the q-path template.
 """
 
@@ -26,23 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.gibbs.path_target import PathTarget
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
 from stanflow.qpaths.stan_moves import adapted_step_size, nuts_transitions
-
-
-def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Stan's unconstraining transform of box-bounded parameters, shape of ``theta``.
-
-    Identity without bounds, ``log(theta - lower)`` / ``log(upper - theta)``
-    with one, ``logit((theta - lower) / (upper - lower))`` with both.
-    """
-    low, high = np.isfinite(lower), np.isfinite(upper)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        both = np.log(theta - lower) - np.log(upper - theta)
-        only_low = np.log(theta - lower)
-        only_high = np.log(upper - theta)
-    return np.where(low & high, both, np.where(low, only_low, np.where(high, only_high, theta)))
 
 
 class NutsMoves:
@@ -50,8 +35,8 @@ class NutsMoves:
 
     Parameters
     ----------
-    target : GibbsTarget
-        Its loss must be a shipped name, a ``Loss`` (its ``stan_file``) or a file.
+    target : PathTarget
+        The program's losses and prior at particles.
     omega_max : float
         The path's end: the level at ``beta`` is the Gibbs posterior at
         ``beta * omega_max``.
@@ -69,21 +54,17 @@ class NutsMoves:
 
     def __init__(
         self,
-        target: GibbsTarget,
+        target: PathTarget,
         omega_max: float,
         work_dir: str | Path | None = None,
         target_accept: float = 0.8,
         max_depth: int = 6,
     ) -> None:
-        from stanflow.gibbs.sampling import gibbs_model
-
         if not 0 < target_accept < 1:
             raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
         self.target = target
         self.omega_max = float(omega_max)
-        self.model = gibbs_model(
-            target.loss, target.prior, linear=target.X is not None, driver="stanflow"
-        )
+        self.model = target.program.model("stanflow")
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.target_accept = target_accept
         self.max_depth = int(max_depth)
@@ -129,13 +110,13 @@ class NutsMoves:
         self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int, root: Path
     ) -> tuple[np.ndarray, float, float]:
         target = self.target
-        name = "theta" if target.X is None else "beta"
-        return nuts_transitions(
+        program = target.program
+        theta, accept, seconds = nuts_transitions(
             self.model,
-            target.data | {"omega": float(omega)},
-            [{name: float(p[0]) if target.X is None else p.tolist()} for p in z],
-            ["theta"] if target.X is None else [f"beta[{k + 1}]" for k in range(target.dim)],
-            inv_metric=np.var(unconstrain(z, target.lower, target.upper), axis=0),
+            program.stan_data(float(omega)),
+            [program.inits(point) for point in target.theta(z)],
+            target.names,
+            inv_metric=np.var(target.unconstrained(z), axis=0),
             step_size=self.step_size,
             n_moves=n_moves,
             max_depth=self.max_depth,
@@ -143,3 +124,5 @@ class NutsMoves:
             seed=int(rng.integers(2**63)),
             where=f"at omega = {omega}",
         )
+        moved = theta if target.space == "box" else program.unconstrain(theta)
+        return moved, accept, seconds

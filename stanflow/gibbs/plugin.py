@@ -21,32 +21,34 @@ of the loss at ``y = f`` (``jump`` in :class:`~stanflow.losses.Loss`):
 a Gaussian kernel ``K_h`` on the residuals (Powell's estimator; for the median,
 ``H_hat = 2 f_hat(m)``), with Silverman's bandwidth
 ``h = 0.9 min(sd, IQR / 1.34) n^(-1/5)`` of the residuals by default.
-Everything is vectorised over leading axes (many data sets at once).
+The kernels are vectorised over leading axes (many data sets at once,
+:func:`replicate_location_plugin`).
+
+That is how the shipped templates, losses of ``(y, f)``, get ``H`` and ``J``
+(:meth:`~stanflow.gibbs.templates.TemplateProgram.sandwich`). Any other loss
+program gets them from Stan's gradients in process
+(:mod:`stanflow.gibbs.sandwich`); :func:`calibrate_plugin` takes either.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.loss_terms import (
-    LossTerms,
-    check_stan_loss,
-    python_terms,
-    stan_location_risk,
-    stan_terms,
-)
+from stanflow.gibbs.estimate import Estimate
+from stanflow.gibbs.loss_terms import LossTerms, python_terms
+from stanflow.gibbs.sandwich import Sandwich
 from stanflow.golden import golden_section, sections_for
 from stanflow.losses import Loss, get_loss, loss_function
-from stanflow.slots import is_slot_file
+
+if TYPE_CHECKING:
+    from stanflow.gibbs.program import LossProgram
 
 BANDWIDTH_RULE = "silverman: 0.9 * min(sd, IQR / 1.34) * n**(-1/5) of the residuals"
 
@@ -141,35 +143,6 @@ def location_estimate(
     return (a + b) / 2
 
 
-def sensitivity(
-    y: np.ndarray,
-    f: np.ndarray,
-    X: np.ndarray,
-    loss: str | Loss,
-    params: tuple[float, ...],
-    bandwidth: float | np.ndarray,
-) -> np.ndarray:
-    """Plug-in ``H_hat``: the Hessian of the empirical risk, kinks smoothed.
-
-    Parameters
-    ----------
-    y, f : array_like, shape (..., n)
-        Observations and predictions ``x_i' beta_hat``.
-    X : array_like, shape (..., n, K)
-        Predictors (a column of ones for a location).
-    loss : str or Loss
-    params : tuple of float
-        The loss's parameters in order (``Loss.bind``).
-    bandwidth : float or array_like, shape (...)
-        Kernel bandwidth for the residuals ``y - f``.
-
-    Returns
-    -------
-    ndarray, shape (..., K, K)
-    """
-    return sensitivity_from_terms(python_terms(y, f, loss, params), X, bandwidth)
-
-
 def sensitivity_from_terms(
     terms: LossTerms, X: np.ndarray, bandwidth: float | np.ndarray
 ) -> np.ndarray:
@@ -195,29 +168,6 @@ def sensitivity_from_terms(
         weight = weight + terms.jump * kernel
     X = np.asarray(X, float)
     return np.einsum("...i,...ij,...ik->...jk", weight, X, X) / weight.shape[-1]
-
-
-def variability(
-    y: np.ndarray,
-    f: np.ndarray,
-    X: np.ndarray,
-    loss: str | Loss,
-    params: tuple[float, ...],
-) -> np.ndarray:
-    """Plug-in ``J_hat``: the covariance of the per-observation loss gradients.
-
-    Parameters
-    ----------
-    y, f : array_like, shape (..., n)
-    X : array_like, shape (..., n, K)
-    loss : str or Loss
-    params : tuple of float
-
-    Returns
-    -------
-    ndarray, shape (..., K, K)
-    """
-    return variability_from_terms(python_terms(y, f, loss, params), X)
 
 
 def variability_from_terms(terms: LossTerms, X: np.ndarray) -> np.ndarray:
@@ -287,154 +237,115 @@ def omega_from_matrices(H: np.ndarray, J: np.ndarray) -> np.ndarray:
 
 
 def calibrate_plugin(
-    y: np.ndarray,
+    program: LossProgram,
     *,
-    loss: str | os.PathLike | Loss = "absolute",
-    loss_params: Mapping[str, Any] | Sequence[float] | None = None,
-    X: np.ndarray | None = None,
-    estimate: np.ndarray | None = None,
-    bounds: tuple[float, float] | None = None,
-    bandwidth: float | None = None,
+    estimate: Any = None,
+    bandwidth: Any = None,
 ) -> Results:
-    """Plug-in learning rate for one data set or many, as a ``calibration`` group.
+    """Plug-in learning rate ``tr(H J^-1 H) / tr(H)`` of a loss program, as a ``calibration`` group.
 
     Parameters
     ----------
-    y : array_like, shape (n,) or (R, n)
-        One data set, or ``R`` data sets (replicates) of ``n`` observations.
-    loss : str, os.PathLike or Loss, default "absolute"
-        A shipped loss (see :data:`stanflow.losses.LOSSES`), a
-        :class:`~stanflow.losses.Loss`, or the path of a
-        ``.stanfunctions`` file defining ``real loss(real y, real f, vector
-        loss_params)``: its derivatives are then Stan's, in process
-        (:mod:`stanflow.gibbs.loss_terms`), with no Python beside the file.
-    loss_params : mapping of str to float, or sequence of float, optional
-        The loss's parameters, e.g. ``{"tau": 0.25}``; for a file, its
-        parameter vector (a sequence, or a mapping's values in order).
-    X : array_like, shape (n, K), optional
-        Predictors of a linear predictor ``f = X beta``; without it the
-        parameter is a location ``theta`` (``X`` a column of ones).
-    estimate : array_like, shape (K,) or (R, K), optional
-        The empirical risk minimiser; required with ``X``. For a location it
-        is found by golden-section search over ``bounds``.
-    bounds : (float, float), optional
-        Search interval for a location; default the range of each data set,
-        which holds the minimiser of the residual losses.
-    bandwidth : float, optional
-        Kernel bandwidth for kinked losses; default Silverman's rule on the
-        residuals (:data:`BANDWIDTH_RULE`).
+    program : LossProgram
+        Any loss program; the shipped templates
+        (:func:`~stanflow.gibbs.location_program`,
+        :func:`~stanflow.gibbs.linear_program`) take their curvature from the
+        loss's derivatives in ``f`` with a kernel on the residuals at a kink
+        (module docstring), any other program from Stan's gradients in process
+        (:mod:`stanflow.gibbs.sandwich`).
+    estimate : array_like, shape (P,), optional
+        The empirical risk minimiser; default :meth:`LossProgram.estimate`.
+    bandwidth : float or array_like, optional
+        Templates: the kernel bandwidth for a kinked loss, default Silverman's
+        rule on the residuals (:data:`BANDWIDTH_RULE`). Other programs: the
+        central-difference steps of ``H`` on the unconstrained scale, default
+        :mod:`stanflow.gibbs.sandwich`'s rule.
 
     Returns
     -------
     Results
         Group ``calibration`` with ``omega``, ``estimate`` (dim ``param``),
         ``sensitivity`` and ``variability`` (dims ``param``, ``param2``) and
-        ``bandwidth``, with a leading ``replicate`` dim for 2-D ``y``; the
-        attributes name the method, loss, formula and bandwidth rule.
+        ``bandwidth`` (the kernel's, or the steps by unconstrained coordinate);
+        attributes: method, formula, the program and (templates) its loss, how
+        the curvature was found, and the scale.
     """
-    stan_file = is_slot_file(loss)
-    if stan_file:
-        loss_file, stan_params = check_stan_loss(loss, loss_params)
-        name, params = os.fspath(loss_file), tuple(stan_params)
-        params_record = json.dumps(list(params))
-    else:
-        loss = get_loss(loss)
-        params = loss.bind(loss_params)
-        name = loss.name
-        params_record = json.dumps(dict(zip([p.name for p in loss.params], params)))
-    y = np.asarray(y, dtype=float)
-    if y.ndim not in (1, 2) or y.shape[-1] < 2:
-        raise ValueError(
-            f"y must have shape (n,) or (R, n) with n >= 2, got shape {y.shape}"
-        )
-    if not np.all(np.isfinite(y)):
-        raise ValueError("y must be finite")
-    if X is None:
-        X, names = np.ones((y.shape[-1], 1)), ["theta"]
-        if estimate is None:
-            lower, upper = _search_bounds(y, bounds)
-            risk = (
-                stan_location_risk(loss_file, stan_params, y)
-                if stan_file
-                else loss_function(loss, loss_params)
-            )
-            estimate = location_estimate(y, risk, lower, upper)[..., None]
-    else:
-        X = _check_design(X, y.shape[-1])
-        if estimate is None:
-            raise ValueError(
-                "estimate is required with X: pass the risk minimiser beta_hat"
-            )
-        names = [f"beta[{k + 1}]" for k in range(X.shape[1])]
-    estimate = np.asarray(estimate, dtype=float)
-    shape = y.shape[:-1] + (len(names),)
-    if estimate.shape not in (shape[-1:], shape) or not np.all(np.isfinite(estimate)):
-        raise ValueError(
-            f"estimate must be finite with shape {shape[-1:]} or {shape}, "
-            f"got shape {estimate.shape}"
-        )
-    estimate = np.broadcast_to(estimate, shape)
-    f = np.einsum("ik,...k->...i", X, estimate)
-    if bandwidth is None:
-        h = silverman_bandwidth(y - f)
-    elif (
-        isinstance(bandwidth, (int, float))
-        and math.isfinite(bandwidth)
-        and bandwidth > 0
-    ):
-        h = np.full(y.shape[:-1], float(bandwidth))
-    else:
-        raise ValueError(f"bandwidth must be a positive number, got {bandwidth!r}")
-    terms = (
-        stan_terms(loss_file, stan_params, y, f)
-        if stan_file
-        else python_terms(y, f, loss, params)
-    )
-    H = sensitivity_from_terms(terms, X, h)
-    J = variability_from_terms(terms, X)
-    lead = ("replicate",) * (y.ndim - 1)
-    group = xr.Dataset(
+    est = program.estimate() if estimate is None else program.estimate_at(estimate)
+    s = program.sandwich(est, bandwidth)
+    return arviz_compat.build({"calibration": plugin_group(program, est, s)})
+
+
+def plugin_group(program: LossProgram, estimate: Estimate, s: Sandwich) -> xr.Dataset:
+    """The plug-in's ``calibration`` Dataset from an estimate and its sandwich."""
+    names = program.names if s.scale == "constrained" else [
+        f"u[{k + 1}]" for k in range(program.dim)]
+    return xr.Dataset(
         {
-            "omega": (lead, omega_from_matrices(H, J)),
-            "estimate": (lead + ("param",), estimate),
-            "sensitivity": (lead + ("param", "param2"), H),
-            "variability": (lead + ("param", "param2"), J),
-            "bandwidth": (lead, h),
+            "omega": ((), float(omega_from_matrices(s.H, s.J))),
+            "estimate": (("param",), estimate.theta),
+            "sensitivity": (("param", "param2"), s.H),
+            "variability": (("param", "param2"), s.J),
+            "bandwidth": (("bandwidth_dim",), np.atleast_1d(s.steps)),
         },
         coords={"param": names, "param2": names},
         attrs={
             "method": "plugin",
             "formula": "tr(H J^-1 H) / tr(H)",
-            "loss": name,
-            "loss_params": params_record,
-            "derivatives": "stan (in process)" if stan_file else "numpy",
-            "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given",
+            **program.describe(),
+            "curvature": s.curvature,
+            "scale": s.scale,
+            "estimate_method": estimate.method,
         },
     )
-    return arviz_compat.build({"calibration": group})
 
 
-def _search_bounds(
-    y: np.ndarray, bounds: tuple[float, float] | None
-) -> tuple[np.ndarray, np.ndarray]:
-    """The golden-section interval: ``bounds``, or each data set's range."""
-    if bounds is None:
-        return y.min(axis=-1), y.max(axis=-1)
-    try:
-        lower, upper = (float(b) for b in bounds)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"bounds must be a pair (lower, upper) of numbers, got {bounds!r}"
-        ) from None
-    if not lower < upper:
-        raise ValueError(f"bounds must have lower < upper, got {bounds!r}")
-    return np.asarray(lower), np.asarray(upper)
+def replicate_location_plugin(
+    y: np.ndarray,
+    loss: str | Loss = "absolute",
+    loss_params: Mapping[str, Any] | None = None,
+    bandwidth: float | None = None,
+) -> xr.Dataset:
+    """The location template's plug-in for many data sets at once (NumPy losses).
 
+    The same kernels as :meth:`~stanflow.gibbs.templates.TemplateProgram.sandwich`,
+    vectorised over replicates for simulation studies: the estimate by
+    golden-section search over each data set's range, ``H`` and ``J`` from the
+    loss's derivatives with Silverman's bandwidth on the residuals.
 
-def _check_design(X: np.ndarray, n: int) -> np.ndarray:
-    X = np.asarray(X, dtype=float)
-    if X.ndim != 2 or X.shape[0] != n or not np.all(np.isfinite(X)):
-        raise ValueError(
-            f"X must be a finite ({n}, K) array matching y, got shape {X.shape}"
-        )
-    return X
+    Parameters
+    ----------
+    y : array_like, shape (R, n)
+    loss : str or Loss, default "absolute"
+        A shipped loss.
+    loss_params : mapping, optional
+    bandwidth : float, optional
+
+    Returns
+    -------
+    xarray.Dataset
+        ``omega``, ``estimate``, ``sensitivity``, ``variability``, ``bandwidth``
+        with a leading ``replicate`` dim.
+    """
+    y = np.asarray(y, dtype=float)
+    if y.ndim != 2 or y.shape[-1] < 2 or not np.all(np.isfinite(y)):
+        raise ValueError(f"y must be a finite (R, n) array with n >= 2, got shape {y.shape}")
+    loss = get_loss(loss)
+    params = loss.bind(loss_params)
+    estimate = location_estimate(y, loss_function(loss, loss_params), y.min(-1), y.max(-1))
+    f = np.broadcast_to(estimate[:, None], y.shape)
+    h = silverman_bandwidth(y - f) if bandwidth is None else np.full(len(y), float(bandwidth))
+    terms = python_terms(y, f, loss, params)
+    X = np.ones((y.shape[-1], 1))
+    H, J = sensitivity_from_terms(terms, X, h), variability_from_terms(terms, X)
+    return xr.Dataset(
+        {
+            "omega": ("replicate", omega_from_matrices(H, J)),
+            "estimate": (("replicate", "param"), estimate[:, None]),
+            "sensitivity": (("replicate", "param", "param2"), H),
+            "variability": (("replicate", "param", "param2"), J),
+            "bandwidth": ("replicate", h),
+        },
+        coords={"param": ["theta"], "param2": ["theta"]},
+        attrs={"method": "plugin", "formula": "tr(H J^-1 H) / tr(H)", "loss": loss.name,
+               "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given"},
+    )

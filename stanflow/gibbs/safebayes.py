@@ -4,6 +4,21 @@ Grunwald, P. and van Ommen, T. (2017), "Inconsistency of Bayesian inference
 for misspecified linear models, and a proposal for repairing it", *Bayesian
 Analysis* 12(4), 1069-1103.
 
+For a loss program whose losses are a model's log loss, ``loss_i = -log p(y_i |
+theta)`` (a power posterior), and each ``eta`` of a grid, the posterior given
+the observations before ``i`` scores observation ``i`` before it is seen:
+
+- **R-log** (randomized): ``E_{pi_{eta, i-1}}[loss_i]``, the posterior-expected log loss;
+- **I-log** (in-model): ``loss_i`` at the posterior mean of the parameters.
+
+SafeBayes picks the ``eta`` with the smallest cumulative loss ``sum_i
+score_i(eta)``. :func:`calibrate_safebayes` takes any loss program: its
+sequential posteriors are the program with 0/1 weights, reached by one SMC
+sweep over the data per ``eta`` (:mod:`stanflow.gibbs.sequential`).
+
+The closed form (:func:`calibrate_safebayes_conjugate`)
+-----------------------------------------------------
+
 For a normal linear model ``y = x' beta + e``, ``e ~ N(0, sigma^2)``, and each
 ``eta`` of a grid, the power posterior ``pi(beta, sigma^2 | z_1..i, eta) ∝
 prod_j p(y_j | x_j, beta, sigma^2)^eta pi(beta, sigma^2)`` is computed
@@ -47,6 +62,9 @@ from scipy.special import digamma
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.program import LossProgram
+from stanflow.gibbs.sequential import sequential_scores
 
 VARIANTS = ("r-log", "i-log")
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -145,6 +163,74 @@ def choose_eta(cumulative: np.ndarray, etas: np.ndarray) -> float:
 
 
 def calibrate_safebayes(
+    program: LossProgram,
+    *,
+    etas: np.ndarray | None = None,
+    n_particles: int = 2000,
+    n_moves: int = 5,
+    target_ess: float = 0.5,
+    seed: int = 0,
+) -> Results:
+    """SafeBayes learning rates (R-log and I-log) of a loss program.
+
+    Parameters
+    ----------
+    program : LossProgram
+        A power posterior: ``loss_i = -log p(y_i | theta)``, in the order the
+        observations are scored.
+    etas : array_like, shape (E,), optional
+        Candidate learning rates; default :func:`default_etas` (``2^-8`` to 1).
+    n_particles, n_moves, target_ess, seed
+        The SMC sweeps over the data (:func:`stanflow.gibbs.sequential.sequential_scores`).
+
+    Returns
+    -------
+    Results
+        Group ``calibration``: ``omega`` (dim ``variant``: the chosen ``eta``
+        for ``r-log`` and ``i-log``), ``cumulative_loss`` (dims ``variant``,
+        ``eta``), and by ``eta`` the sweeps' ``resamplings``, ``min_ess`` and
+        ``acceptance``; attributes ``method = "safebayes"``, ``reference``,
+        the sampler's settings and the program's record.
+    """
+    if not isinstance(program, LossProgram):
+        raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
+    etas = _check_etas(default_etas() if etas is None else etas)
+    for name, value, low in (("n_particles", n_particles, 50), ("n_moves", n_moves, 1)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if not (isinstance(target_ess, (int, float)) and 0 < target_ess < 1):
+        raise ValueError(f"target_ess must lie in (0, 1), got {target_ess!r}")
+    scores = sequential_scores(
+        PathTarget(program), etas, n_particles=int(n_particles), n_moves=int(n_moves),
+        target_ess=float(target_ess), seed=seed,
+    )
+    cumulative = np.array([scores.r_log.sum(axis=1), scores.i_log.sum(axis=1)])
+    chosen = np.array([choose_eta(c, etas) for c in cumulative])
+    group = xr.Dataset(
+        {
+            "omega": (("variant",), chosen),
+            "cumulative_loss": (("variant", "eta"), cumulative),
+            "resamplings": (("eta",), scores.resamplings),
+            "min_ess": (("eta",), scores.min_ess),
+            "acceptance": (("eta",), scores.acceptance),
+        },
+        coords={"variant": list(VARIANTS), "eta": etas},
+        attrs={
+            "method": "safebayes",
+            "reference": "Grunwald and van Ommen (2017), Bayesian Analysis 12(4) 1069-1103",
+            "sequential": "one SMC sweep over the data per eta (0/1 weights), "
+            "random-walk moves after each resampling",
+            "n_particles": int(n_particles),
+            "n_moves": int(n_moves),
+            "target_ess": float(target_ess),
+            "seed": seed,
+            **program.describe(),
+        },
+    )
+    return arviz_compat.build({"calibration": group})
+
+
+def calibrate_safebayes_conjugate(
     y: np.ndarray,
     X: np.ndarray,
     *,
@@ -155,7 +241,7 @@ def calibrate_safebayes(
     a0: float = 1.0,
     b0: float = 1.0,
 ) -> Results:
-    """SafeBayes learning rates (R-log and I-log) for a normal linear model.
+    """SafeBayes learning rates (R-log and I-log) for a conjugate normal linear model, in closed form.
 
     Parameters
     ----------
@@ -206,7 +292,11 @@ def _check(y: Any, X: Any, etas: Any) -> tuple[np.ndarray, np.ndarray, np.ndarra
     X = np.asarray(X, dtype=float)
     if X.ndim != 2 or X.shape[0] != len(y) or X.shape[1] == 0 or not np.all(np.isfinite(X)):
         raise ValueError(f"X must be a finite ({len(y)}, K) array matching y, got shape {X.shape}")
+    return y, X, _check_etas(etas)
+
+
+def _check_etas(etas: Any) -> np.ndarray:
     etas = np.asarray(etas, dtype=float)
     if etas.ndim != 1 or len(etas) == 0 or not np.all(np.isfinite(etas) & (etas > 0)):
         raise ValueError("etas must be a non-empty 1-D array of positive finite learning rates")
-    return y, X, etas
+    return etas

@@ -4,7 +4,8 @@ before the templates became loss programs (commit 31eb842, 2026-12-02).
 tests/test_gibbs_template_numbers.py checks that the templates, now loss programs
 served by the same code as any user's program, give these numbers. This script ran
 once on that commit (its API: data and loss arguments instead of a program); it is
-kept as the record of how the reference was made, not to be run again.
+kept as the record of how the reference was made, not to be run again. The data
+are in gibbs_template_data.py, which the test shares.
 
     python tests/reference/make_gibbs_template_reference.py
 """
@@ -28,26 +29,9 @@ from stanflow.gibbs import (
 from stanflow.gibbs.gpc import risk_minimiser
 from stanflow.losses import loss_function
 
+from gibbs_template_data import CAUCHY, linear_data, location_data  # noqa: E402
+
 OUT = Path(__file__).with_name("gibbs_templates.json")
-CAUCHY = """\
-// Cauchy (Lorentzian) loss log(1 + ((y - f) / s)^2), s = loss_params[1].
-real loss(real y, real f, vector loss_params) {
-  return log1p(square((y - f) / loss_params[1]));
-}
-"""
-
-
-def location_data() -> np.ndarray:
-    return np.random.default_rng(1).gamma(2.0, 1.0, size=120)
-
-
-def linear_data() -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(2)
-    x = rng.chisquare(2, size=150) - 2
-    y = 2 + x + (1 + 0.5 * (x + 2)) * rng.standard_normal(150)
-    return y, np.column_stack([np.ones(150), x])
-
-
 def calibration(result) -> dict:
     group = arviz_compat.group(result, "calibration")
     return {name: np.asarray(group[name].values).tolist() for name in group.data_vars}
