@@ -18,7 +18,8 @@ Where the particles live depends on what is known of the prior:
   the program's target at ``omega = 0`` with the log Jacobian (every constant
   kept, so ``log Z`` is ``log Z_n(omega)`` when the program's prior is a
   normalised density), and its draws come from NUTS at ``omega = 0``
-  (:data:`PRIOR_CHAINS` chains through cmdstanpy). The prior must be proper:
+  (:data:`PRIOR_CHAINS` chains through cmdstanpy, every :data:`PRIOR_THIN`-th
+  draw kept). The prior must be proper:
   chains that do not mix (split R-hat above :data:`MAX_PRIOR_RHAT`) are an
   error before the sweep starts.
 """
@@ -34,7 +35,8 @@ from stanflow import arviz_compat
 from stanflow.gibbs.program import LossProgram
 
 PRIOR_CHAINS = 4
-MAX_PRIOR_RHAT = 1.05
+PRIOR_THIN = 2
+MAX_PRIOR_RHAT = 1.1
 PRIOR_WARMUP = 1000
 LOGIT_LIMIT = 40.0
 """Unconstrained box coordinates are clipped to ``+-40``: a draw on a bound (of
@@ -64,6 +66,7 @@ class PathTarget:
     def __init__(self, program: LossProgram) -> None:
         if not isinstance(program, LossProgram):
             raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
+        program.check_proper_prior()
         self.program = program
         self.box = getattr(program, "exact_prior", None)
         self.space = "box" if self.box is not None else "unconstrained"
@@ -115,7 +118,8 @@ class PathTarget:
         program = self.program
         fit = program.model().sample(
             data=program.stan_data(0.0), chains=PRIOR_CHAINS,
-            iter_sampling=math.ceil(n / PRIOR_CHAINS), iter_warmup=PRIOR_WARMUP,
+            iter_sampling=PRIOR_THIN * math.ceil(n / PRIOR_CHAINS), thin=PRIOR_THIN,
+            iter_warmup=PRIOR_WARMUP,
             seed=int(rng.integers(2**31 - 1)), show_progress=False,
         )
         draws = fit.draws(concat_chains=False)  # (draws, chains, columns)

@@ -394,6 +394,9 @@ class LossProgram:
         """
         return {}, {OMEGA: data[OMEGA], WEIGHTS: data[WEIGHTS]}, {WEIGHTS: ["obs"]}, {}
 
+    def check_proper_prior(self) -> None:
+        """Raise if the prior is known to be improper (a program of the user's: never known)."""
+
     def data_groups(self) -> dict[str, Any]:
         """Groups of the data for results that are not NUTS runs (paths, WBB draws): none."""
         return {}

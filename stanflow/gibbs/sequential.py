@@ -9,10 +9,14 @@ the loss program at learning rate ``eta`` with weights 1 for ``j < i`` and 0
 after. One SMC sweep per ``eta`` reaches all of them: particles from the prior
 (:class:`~stanflow.gibbs.path_target.PathTarget`) are reweighted by
 ``exp(-eta l_i)`` as each observation arrives, resampled (systematic) when the
-effective sample size falls below ``target_ess * N``, and then moved by
-random-walk Metropolis targeting the current posterior
-(:func:`stanflow.qpaths.kernels.rwm_moves`). The per-observation losses at the
-particles come from the program in process, once per set of particles.
+effective sample size falls below ``target_ess * N``, and then moved targeting
+the current posterior: by HMC on the program's gradients in process
+(:mod:`stanflow.gibbs.hmc`, :data:`LEAPFROG` steps, the mass matrix from the
+particles, the step size adapted to the acceptance) where the particles live
+on Stan's unconstrained scale, by random-walk Metropolis
+(:func:`stanflow.qpaths.kernels.rwm_moves`) for a template's box. The
+per-observation losses at the particles come from the program in process, once
+per set of particles.
 
 :func:`sequential_scores` returns, for every ``eta`` and ``i``, the two SafeBayes
 scores of observation ``i`` before it is seen: the posterior-expected loss
@@ -27,9 +31,12 @@ from typing import NamedTuple
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
+from stanflow.gibbs.hmc import adapted_step_size, hmc_moves, particle_chol
 from stanflow.gibbs.path_target import PathTarget
 from stanflow.qpaths.kernels import Particles, ess, resample, rwm_moves
 
+LEAPFROG = 8
+"""Leapfrog steps per HMC move."""
 _BLAS = ThreadpoolController()
 
 
@@ -102,6 +109,7 @@ def sequential_scores(
             theta = target.theta(z)
             means = np.empty((n, theta.shape[1]))
             accepted: list[float] = []
+            step = [target.dim**-0.25]
             for i in range(n):
                 w = np.exp(log_w - log_w.max())
                 w /= w.sum()
@@ -112,7 +120,7 @@ def sequential_scores(
                 if i < n - 1 and step_ess < target_ess * n_particles:
                     min_ess[e] = min(min_ess[e], step_ess)
                     z, log_prior, rate = _resample_move(
-                        rng, target, z, log_prior, losses, log_w, eta, i, n_moves)
+                        rng, target, z, log_prior, losses, log_w, eta, i, n_moves, step)
                     losses = target.pointwise_loss(z)
                     theta = target.theta(z)
                     log_w = np.zeros(n_particles)
@@ -144,11 +152,27 @@ def _resample_move(
     eta: float,
     i: int,
     n_moves: int,
+    step: list[float],
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """Resample the particles and move them ``n_moves`` times at ``pi_{eta, i}``."""
+    """Resample the particles and move them ``n_moves`` times at ``pi_{eta, i}``.
+
+    ``step`` holds the HMC step size, adapted in place.
+    """
     weights = np.zeros(target.n)
     weights[: i + 1] = 1.0
     ancestors = resample(rng, log_w, "systematic")
+    if target.space == "unconstrained":
+        program = target.program
+        z = z[ancestors]
+
+        def density(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return program.log_density_gradient(points, eta, weights)
+
+        lp, grad = density(z)
+        z, _, _, rate = hmc_moves(rng, z, lp, grad, density, chol=particle_chol(z),
+                                  step_size=step[0], n_leapfrog=LEAPFROG, n_moves=n_moves)
+        step[0] = adapted_step_size(step[0], rate)
+        return z, target.log_prior(z), rate
     seen = losses[ancestors, : i + 1].sum(axis=1)
     particles = Particles(z[ancestors], log_prior[ancestors],
                           log_prior[ancestors] - eta * seen)

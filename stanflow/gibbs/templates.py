@@ -226,6 +226,15 @@ class TemplateProgram(LossProgram):
                         upper_bound=["coef"])
         return {"y": self.y}, constant, dims, {}
 
+    def check_proper_prior(self) -> None:
+        """A uniform prior on an unbounded box is improper: ``ValueError`` naming ``bounds``."""
+        if self.prior_label == "uniform" and not np.all(
+                np.isfinite(self.lower) & np.isfinite(self.upper)):
+            raise ValueError(
+                "bounds: the uniform prior is improper without finite bounds, and the "
+                "learning-rate path starts from the prior; give finite bounds or a normal prior"
+            )
+
     def data_groups(self) -> dict[str, Any]:
         """``observed_data`` (``y``) and, with ``X``, ``constant_data``."""
         groups = {"observed_data": xr.Dataset({"y": ("obs", self.y)})}

@@ -12,6 +12,9 @@
   process by its own L-BFGS, run on all draws of a batch at once in NumPy with
   one batched call of Stan's gradients (``bridgestan``) per iteration, no
   process per draw;
+- :mod:`~stanflow.wbb.program`: any loss program (:class:`stanflow.gibbs.LossProgram`):
+  its weighted losses plus its prior as a penalty, all draws optimised in
+  process in one batch;
 - :mod:`~stanflow.wbb.neural_net`: a ReLU network classifier with per-example
   loss weights, trained by full-batch L-BFGS or by minibatch Adam from each
   draw's own random start;
@@ -69,6 +72,7 @@ _ON_DEMAND = {
     "wbb_glm_inprocess": "stanflow.wbb.inprocess",
     "WeightedGlm": "stanflow.wbb.inprocess",
     "lbfgs_draws": "stanflow.wbb.inprocess",
+    "wbb_program": "stanflow.wbb.program",
 }
 
 
@@ -113,6 +117,7 @@ __all__ = [
     "wbb_mean",
     "wbb_normal_means",
     "wbb_prob_zero",
+    "wbb_program",
     "wbb_ridge",
     "wbb_trend_filter",
 ]
