@@ -458,6 +458,8 @@ def _densities(target: PathTarget, omega_max: float):
     def log_pi1(z: np.ndarray) -> np.ndarray:
         log_prior = target.log_prior(z)
         inside = np.isfinite(log_prior)
+        if inside.all():
+            return log_prior - omega_max * target.total_loss(z)
         loss = np.zeros(len(z))
         if inside.any():
             loss[inside] = target.total_loss(z[inside])

@@ -37,7 +37,7 @@ from stanflow.gibbs.program import LossProgram
 PRIOR_CHAINS = 4
 PRIOR_THIN = 2
 MAX_PRIOR_RHAT = 1.1
-PRIOR_WARMUP = 1000
+PRIOR_WARMUP = 500
 LOGIT_LIMIT = 40.0
 """Unconstrained box coordinates are clipped to ``+-40``: a draw on a bound (of
 probability zero, but possible in floating point) stays finite."""
@@ -73,6 +73,7 @@ class PathTarget:
         self.names = list(program.names)
         self.dim = len(self.box.lower) if self.box is not None else program.dim
         self.n = program.n
+        self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def sample_prior(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` draws from the prior, shape ``(n, d)``."""
@@ -81,11 +82,19 @@ class PathTarget:
         return self._nuts_prior(rng, n)
 
     def log_prior(self, z: np.ndarray) -> np.ndarray:
-        """The prior's log density at ``z``; ``-inf`` outside its support, shape ``(N,)``."""
-        z = self._check(z)
+        """The prior's log density at ``z``; ``-inf`` outside its support, shape ``(N,)``.
+
+        On the unconstrained scale the prior and the total loss come from one
+        batched call, both kept for calls with the same array (which must not be
+        changed in place meanwhile).
+        """
         if self.box is not None:
-            return self.box.log_density(z)
-        return self.program.log_prior(z, jacobian=True)
+            return self.box.log_density(self._check(z))
+        if self._last is not None and self._last[0] is z:
+            return self._last[1]
+        prior, loss = self.program.prior_and_loss(self._check(z))
+        self._last = (z, prior, loss)
+        return prior
 
     def pointwise_loss(self, z: np.ndarray) -> np.ndarray:
         """Every observation's loss at every particle, shape ``(N, n)``."""
@@ -93,6 +102,8 @@ class PathTarget:
 
     def total_loss(self, z: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """``L_n(z) = sum_i weights[i] l_i`` (weights default 1), shape ``(N,)``."""
+        if weights is None and self._last is not None and self._last[0] is z:
+            return _finite(self._last[2])
         return _finite(self.program.total_loss(self.unconstrained(z), weights))
 
     def theta(self, z: np.ndarray) -> np.ndarray:

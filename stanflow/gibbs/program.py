@@ -58,9 +58,11 @@ from stanflow.gibbs.sandwich import Sandwich, sandwich
 from stanflow.models import (
     compile_library,
     compile_model,
+    constrain_rows,
     load,
     log_density_gradient_rows,
     log_density_rows,
+    unconstrain_rows,
 )
 from stanflow.toolchain import installer
 
@@ -279,9 +281,26 @@ class LossProgram:
 
     def total_loss(self, u: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """``sum_i weights[i] loss_i`` at every point, shape ``(S,)``; ``inf`` where rejected."""
-        prior = self.log_prior(u, jacobian=False)
-        total = prior - self.log_density(u, 1.0, weights, jacobian=False)
-        return np.where(np.isfinite(prior), total, np.inf)
+        return self.prior_and_loss(u, weights, jacobian=False)[1]
+
+    def prior_and_loss(
+        self, u: np.ndarray, weights: np.ndarray | None = None, *, jacobian: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The log prior (with the log Jacobian, by default) and ``sum_i weights[i] loss_i``.
+
+        One batched call: the target at ``omega = 0`` and at ``omega = 1``, whose
+        difference is the loss (the Jacobian cancels). Shapes ``(S,)``; a point
+        the program rejects has log prior ``-inf`` and loss ``inf``.
+        """
+        u = self.check_points(u)
+        rows = np.concatenate([self._rows(u, 0.0, None), self._rows(u, 1.0, weights)])
+        lp = self._chunked(lambda r: log_density_rows(
+            self.library, r, propto=False, jacobian=jacobian, threads=self.threads,
+            reject_as_neg_inf=True), rows)
+        S = len(u)
+        prior = lp[:S]
+        loss = np.where(np.isfinite(prior), prior - lp[S:], np.inf)
+        return prior, loss
 
     def loss_gradient(
         self, u: np.ndarray, weights: np.ndarray | None = None
@@ -299,29 +318,31 @@ class LossProgram:
 
     def constrain(self, u: np.ndarray) -> np.ndarray:
         """The parameters as declared at ``u``, shape ``(S, len(names))``."""
-        u = self.check_points(u)
-        tail = np.concatenate([[1.0], np.ones(self.n)])
-        out = np.empty((len(u), len(self.names)))
-        for row, point in enumerate(u):
-            out[row] = self.library.param_constrain(np.concatenate([point, tail]))[: len(self.names)]
-        return out
+        rows = self._rows(self.check_points(u), 1.0, None)
+        P = len(self.names)
+        return self._chunked(lambda r: constrain_rows(self.library, r)[:, :P], rows, columns=P)
 
     def unconstrain(self, theta: np.ndarray) -> np.ndarray:
-        """Unconstrained points of parameter values ``theta`` (shape ``(S, len(names))``)."""
+        """Unconstrained points of parameter values ``theta`` (shape ``(S, len(names))``).
+
+        Raises
+        ------
+        ValueError
+            For the wrong shape, or a row outside the parameters' support.
+        """
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
         if theta.ndim != 2 or theta.shape[1] != len(self.names):
             raise ValueError(
                 f"theta must have shape (S, {len(self.names)}) ({', '.join(self.names)}), "
                 f"got {theta.shape}"
             )
-        tail = np.concatenate([[1.0], np.ones(self.n)])
-        out = np.empty((len(theta), self.dim))
-        for row, values in enumerate(theta):
-            try:
-                out[row] = self.library.param_unconstrain(np.concatenate([values, tail]))[: self.dim]
-            except RuntimeError as err:
-                raise ValueError(f"theta: row {row} is outside the parameters' support: {err}") from None
-        return out
+        full = np.ones((len(theta), len(self.names) + 1 + self.n))
+        full[:, : len(self.names)] = theta
+        try:
+            return self._chunked(lambda r: unconstrain_rows(self.library, r)[:, : self.dim],
+                                 full, columns=self.dim)
+        except ValueError as err:
+            raise ValueError(f"theta: outside the parameters' support: {err}") from None
 
     def draws(self, posterior: Any, sample_dims: tuple[str, ...]) -> np.ndarray:
         """The parameters' draws of a posterior Dataset as one array, columns in :attr:`names` order.
@@ -412,15 +433,27 @@ class LossProgram:
 
     def _rows(self, u: np.ndarray, omega: Any, weights: Any) -> np.ndarray:
         u = self.check_points(u)
-        S = len(u)
-        w = self.check_weights(weights, S)
-        scale = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
-        return np.concatenate([u, scale[:, None], w], axis=1)
+        S, D = u.shape
+        rows = np.empty((S, D + 1 + self.n))
+        rows[:, :D] = u
+        rows[:, D] = omega
+        if weights is None:
+            rows[:, D + 1 :] = 1.0
+        else:
+            w = np.asarray(weights, dtype=float)
+            if w.shape not in ((self.n,), (S, self.n)):
+                raise ValueError(
+                    f"weights must have shape ({self.n},) or ({S}, {self.n}), got {w.shape}")
+            if not np.all(np.isfinite(w) & (w >= 0)):
+                raise ValueError("weights must be finite and non-negative")
+            rows[:, D + 1 :] = w
+        return rows
 
-    def _chunked(self, call, rows: np.ndarray) -> np.ndarray:
+    def _chunked(self, call, rows: np.ndarray, columns: int | None = None) -> np.ndarray:
         size = max(1, ROW_BUDGET // rows.shape[1])
-        return np.concatenate([call(rows[i : i + size]) for i in range(0, len(rows), size)]) \
-            if len(rows) else np.empty(0)
+        if not len(rows):
+            return np.empty((0, columns) if columns is not None else 0)
+        return np.concatenate([call(rows[i : i + size]) for i in range(0, len(rows), size)])
 
     def _gradient_rows(self, rows: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
         size = max(1, ROW_BUDGET // rows.shape[1])

@@ -14,9 +14,11 @@
 
 from stanflow.models.cache import CompileError, cache_dir, cache_key
 from stanflow.models.evaluation import (
+    constrain_rows,
     default_threads,
     log_density_gradient_rows,
     log_density_rows,
+    unconstrain_rows,
 )
 from stanflow.models.executables import DEFAULT_CPP_OPTIONS, compile_model
 from stanflow.models.libraries import compile_library, load
@@ -38,6 +40,7 @@ __all__ = [
     "cache_key",
     "compile_library",
     "compile_model",
+    "constrain_rows",
     "default_threads",
     "list_programs",
     "load",
@@ -46,4 +49,5 @@ __all__ = [
     "program_path",
     "render",
     "stanflow_home",
+    "unconstrain_rows",
 ]

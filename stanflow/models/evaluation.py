@@ -198,3 +198,68 @@ def _evaluate_in_python(
             lp[row] = -np.inf
             if grad is not None:
                 grad[row] = np.nan
+
+
+def constrain_rows(model: bridgestan.StanModel, theta_unc: np.ndarray) -> np.ndarray:
+    """The constrained parameters (no transformed parameters or generated quantities)
+    at each row of ``theta_unc``, shape ``(n, model.param_num())``.
+
+    One C call per row with raw pointers: bridgestan's own ``param_constrain``
+    checks its arguments in Python on every call, which costs more than the
+    transform itself when there are thousands of rows.
+
+    Raises
+    ------
+    ValueError
+        For a wrong shape, or when the program's transform fails at a row.
+    """
+    points = _check_points(model, theta_unc)
+    out = np.empty((points.shape[0], model.param_num()))
+    _rowwise(model, "bs_param_constrain", points, out, constrain=True)
+    return out
+
+
+def unconstrain_rows(model: bridgestan.StanModel, theta: np.ndarray) -> np.ndarray:
+    """The unconstrained point of each row of constrained parameter values ``theta``
+    (shape ``(n, model.param_num())``), shape ``(n, model.param_unc_num())``.
+
+    Raises
+    ------
+    ValueError
+        For a wrong shape, or a row outside the parameters' support (Stan's message).
+    """
+    values = np.ascontiguousarray(theta, dtype=np.float64)
+    if values.ndim != 2 or values.shape[1] != model.param_num():
+        raise ValueError(
+            f"theta must have shape (n, {model.param_num()}) for {model.name()}, "
+            f"got shape {values.shape}"
+        )
+    out = np.empty((values.shape[0], model.param_unc_num()))
+    _rowwise(model, "bs_param_unconstrain", values, out, constrain=False)
+    return out
+
+
+def _rowwise(model: bridgestan.StanModel, name: str, points: np.ndarray, out: np.ndarray,
+             constrain: bool) -> None:
+    address = ctypes.cast(getattr(model.stanlib, name), ctypes.c_void_p).value
+    if constrain:
+        function = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_bool, ctypes.c_bool, ctypes.c_void_p,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p))(address)
+    else:
+        function = ctypes.CFUNCTYPE(
+            ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_char_p))(address)
+    err = ctypes.c_char_p()
+    source, target = points.ctypes.data, out.ctypes.data
+    step_in, step_out = points.strides[0], out.strides[0]
+    for row in range(points.shape[0]):
+        args = (source + row * step_in, target + row * step_out)
+        code = (function(model.model, False, False, *args, None, ctypes.byref(err))
+                if constrain else function(model.model, *args, ctypes.byref(err)))
+        if code != 0:
+            message = "unknown error"
+            if err:
+                message = ctypes.string_at(err).decode("utf-8", "replace")
+                model.stanlib.bs_free_error_msg(err)
+            raise ValueError(f"{model.name()}: row {row}: {message}")
