@@ -19,7 +19,7 @@ if [ "$listed" != "$expected" ]; then
   exit 1
 fi
 
-for workflow in eight-schools custom-loss; do
+for workflow in eight-schools custom-loss own-model; do
   "$work/venv/bin/stanflow" run "$workflow" --quick --out "$work/out/$workflow" > "$work/$workflow.log" 2>&1 \
     || { cat "$work/$workflow.log"; exit 1; }
   test -s "$work/out/$workflow/summary.json"

@@ -157,6 +157,20 @@ def test_losses_are_read_off_the_target(cmdstan, normal_data):
     assert program.names == ["theta"] and program.n == len(normal_data)
 
 
+def test_many_rows_constrain_as_bridgestan_does(cmdstan):
+    y = np.linspace(0.5, 7.5, 9)
+    program = LossProgram(STAN / "location_absolute.stan", {"N": len(y), "y": y})
+    u = np.random.default_rng(3).normal(0, 2, size=(7, 1))
+    tail = np.ones(1 + program.n)
+    expected = np.array([program.library.param_constrain(np.concatenate([row, tail]))[:1]
+                         for row in u])
+    np.testing.assert_array_equal(program.constrain(u), expected)
+    np.testing.assert_allclose(program.unconstrain(expected), u, rtol=1e-12, atol=1e-12)
+    assert np.all((expected > 0) & (expected < 8))
+    with pytest.raises(ValueError, match="outside the parameters' support"):
+        program.unconstrain(np.array([[9.0]]))
+
+
 # -- NUTS, the path and log Z ----------------------------------------------------
 
 def test_nuts_at_any_omega_and_weights_follows_the_closed_form(cmdstan, normal_data):
@@ -172,18 +186,20 @@ def test_nuts_at_any_omega_and_weights_follows_the_closed_form(cmdstan, normal_d
     assert float(fit.constant_data["omega"]) == 0.5
 
 
-def test_the_path_gives_log_z_and_posteriors_at_every_omega(cmdstan, normal_data):
+@pytest.mark.parametrize("weighted", [False, True], ids=["unit-weights", "weights"])
+def test_the_path_gives_log_z_and_posteriors_at_every_omega(cmdstan, normal_data, weighted):
     program = power_normal(normal_data)
-    result = gibbs_path(program, omega_max=2.0, n_particles=4000, seed=5)
+    weights = np.random.default_rng(13).exponential(size=len(normal_data)) if weighted else None
+    result = gibbs_path(program, omega_max=2.0, n_particles=4000, seed=5, weights=weights)
     path = arviz_compat.group(result, "path")
     table = arviz_compat.group(result, "path_functionals")
     assert path.attrs["particle_space"] == "unconstrained"
     for omega, log_z, se in zip(path["omega"].values, path["log_z"].values, path["log_z_se"].values):
-        expected = normal_closed_form(normal_data, omega)[2]
+        expected = normal_closed_form(normal_data, omega, weights)[2]
         assert abs(log_z - expected) <= 4 * se + 0.02, omega
     for omega in (0.1, 0.5, 1.0, 2.0):
         row = table.sel(omega=omega, method="nearest")
-        mean, sd, _ = normal_closed_form(normal_data, float(row["omega"]))
+        mean, sd, _ = normal_closed_form(normal_data, float(row["omega"]), weights)
         assert float(row["mean"].sel(param="theta")) == pytest.approx(mean, abs=4 * float(
             row["mean_se"].sel(param="theta")) + 1e-3)
         width = float(row["quantile"].sel(param="theta", prob=0.975)

@@ -234,6 +234,8 @@ class LearningRatePath:
     seed : int, optional
     max_steps : int, default 1000
         Give up (``RuntimeError``) after this many schedule points.
+    weights : array_like, shape (n,), optional
+        The observations' weights (default all 1; :class:`~stanflow.gibbs.path_target.PathTarget`).
 
     Attributes
     ----------
@@ -255,8 +257,9 @@ class LearningRatePath:
         moves: str = "rwm",
         seed: int | None = None,
         max_steps: int = 1000,
+        weights: np.ndarray | None = None,
     ) -> None:
-        target = PathTarget(program)
+        target = PathTarget(program, weights)
         self.q = _check_q(q)
         minimum = MIN_PARTICLES_PER_PARAMETER * target.dim
         self.n_particles = _check_int(n_particles, "n_particles", minimum)
@@ -391,6 +394,7 @@ def gibbs_path(
     seed: int | None = None,
     omegas: np.ndarray | None = None,
     probs: Sequence[float] = (0.025, 0.5, 0.975),
+    weights: np.ndarray | None = None,
 ) -> Results:
     """Every Gibbs posterior of a loss program from ``omega = 0`` to ``omega_max`` by one SMC sweep.
 
@@ -410,6 +414,8 @@ def gibbs_path(
     probs : sequence of float, default (0.025, 0.5, 0.975)
         Quantile levels of the functionals (the first and last give the
         equal-tailed interval).
+    weights : array_like, shape (n,), optional
+        The observations' weights (default all 1).
 
     Returns
     -------
@@ -430,7 +436,7 @@ def gibbs_path(
     omega_max = check_omega_max(omega_max)
     path = LearningRatePath(
         program, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
-        resampling=resampling, moves=moves, seed=seed,
+        resampling=resampling, moves=moves, seed=seed, weights=weights,
     ).extend(omega_max)
     group = path.to_dataset()
     grid = default_omegas(group) if omegas is None else omegas

@@ -220,6 +220,11 @@ class PathCoverage:
         alpha: float,
         proposal_scale: float,
     ) -> None:
+        if path.target.weights is not None:
+            raise ValueError(
+                "path: GPC's bootstrap resamples the data itself, so it needs a path of "
+                "the unweighted data (weights all 1)"
+            )
         self.path = path
         self.counts = resample_counts(indices, path.target.n)
         self.estimate = np.asarray(estimate, dtype=float)

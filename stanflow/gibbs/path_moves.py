@@ -113,7 +113,7 @@ class NutsMoves:
         program = target.program
         theta, accept, seconds = nuts_transitions(
             self.model,
-            program.stan_data(float(omega)),
+            program.stan_data(float(omega), target.weights),
             [program.inits(point) for point in target.theta(z)],
             target.names,
             inv_metric=np.var(target.unconstrained(z), axis=0),

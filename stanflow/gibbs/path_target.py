@@ -49,6 +49,9 @@ class PathTarget:
     Parameters
     ----------
     program : LossProgram
+    weights : array_like, shape (n,), optional
+        The observations' weights in the losses (default all 1): the path of a
+        weighted data set, e.g. a bootstrap resample's counts.
 
     Attributes
     ----------
@@ -63,9 +66,10 @@ class PathTarget:
         Number of observations.
     """
 
-    def __init__(self, program: LossProgram) -> None:
+    def __init__(self, program: LossProgram, weights: np.ndarray | None = None) -> None:
         if not isinstance(program, LossProgram):
             raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
+        self.weights = None if weights is None else program.check_weights(weights)
         program.check_proper_prior()
         self.program = program
         self.box = getattr(program, "exact_prior", None)
@@ -92,7 +96,7 @@ class PathTarget:
             return self.box.log_density(self._check(z))
         if self._last is not None and self._last[0] is z:
             return self._last[1]
-        prior, loss = self.program.prior_and_loss(self._check(z))
+        prior, loss = self.program.prior_and_loss(self._check(z), self.weights)
         self._last = (z, prior, loss)
         return prior
 
@@ -101,9 +105,10 @@ class PathTarget:
         return _finite(self.program.losses(self.unconstrained(z)))
 
     def total_loss(self, z: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-        """``L_n(z) = sum_i weights[i] l_i`` (weights default 1), shape ``(N,)``."""
+        """``L_n(z) = sum_i weights[i] l_i``, shape ``(N,)``; ``weights`` default the target's."""
         if weights is None and self._last is not None and self._last[0] is z:
             return _finite(self._last[2])
+        weights = self.weights if weights is None else weights
         return _finite(self.program.total_loss(self.unconstrained(z), weights))
 
     def theta(self, z: np.ndarray) -> np.ndarray:
@@ -120,7 +125,8 @@ class PathTarget:
 
     def describe(self) -> dict[str, Any]:
         """What the path records of its target."""
-        record = {**self.program.describe(), "particle_space": self.space}
+        record = {**self.program.describe(), "particle_space": self.space,
+                  "weights": "all 1" if self.weights is None else "given"}
         if self.box is not None:
             record.update(lower_bound=self.box.lower.tolist(), upper_bound=self.box.upper.tolist())
         return record
