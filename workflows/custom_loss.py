@@ -95,17 +95,18 @@ def gibbs_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     n = 60 if quick else 200
     y = 1.0 + rng.standard_t(3, size=n)
     params = [1.0]
-    plugin = gibbs.calibrate_plugin(y, loss=loss, loss_params=params).calibration
-    matching = gibbs.calibrate_holmes_walker(y, loss=loss, loss_params=params).calibration
+    unbounded = gibbs.location_program(y, loss=loss, loss_params=params)
+    plugin = gibbs.calibrate_plugin(unbounded).calibration
+    matching = gibbs.calibrate_holmes_walker(unbounded).calibration
     bounds = (float(y.min()) - 1, float(y.max()) + 1)
+    program = gibbs.location_program(y, loss=loss, loss_params=params, bounds=bounds)
     gpc = gibbs.calibrate_gpc(
-        y, loss=loss, loss_params=params, bounds=bounds, B=40 if quick else 200,
-        seed=SEED, grid_points=401 if quick else 801,
+        program, backend=gibbs.GridBackend(401 if quick else 801), B=40 if quick else 200,
+        seed=SEED,
     ).calibration
     omega = float(plugin["omega"])
     posterior = gibbs.posterior(
-        y, omega=omega, loss=loss, loss_params=params, bounds=bounds,
-        chains=4, iter_sampling=500 if quick else 2000, seed=SEED,
+        program, omega=omega, chains=4, iter_sampling=500 if quick else 2000, seed=SEED,
     )
     theta = np.linspace(*bounds, 2001)
     exact = grid.posterior(theta, grid.loss_sums(theta, y, loss_function(loss, params)), omega)

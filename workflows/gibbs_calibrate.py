@@ -33,9 +33,18 @@ import numpy as np
 import xarray as xr
 
 from stanflow import arviz_compat
-from stanflow.gibbs import calibrate_plugin, grid
-from stanflow.gibbs.gpc import calibrate_gpc
-from stanflow.gibbs.information import calibrate_holmes_walker
+from stanflow.gibbs import (
+    GridBackend,
+    StanBackend,
+    calibrate_gpc,
+    calibrate_holmes_walker,
+    calibrate_plugin,
+    grid,
+    linear_program,
+    location_program,
+)
+from stanflow.gibbs.information import omega_from_traces
+from stanflow.gibbs.plugin import replicate_location_plugin
 from stanflow.idata import save
 from stanflow.losses import loss_function
 from stanflow.workflows import main
@@ -54,11 +63,14 @@ LEVEL = 0.95
 def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Dataset:
     """Plug-in, Holmes-Walker and GPC omegas for R data sets of n = 50."""
     y = rng.gamma(2.0, 1.0, size=(replications, 50))
-    plugin = calibrate_plugin(y).calibration["omega"].values
-    hw = calibrate_holmes_walker(y).calibration["omega"].values
+    rates = replicate_location_plugin(y)
+    plugin = rates["omega"].values
+    hw = omega_from_traces(rates["sensitivity"].values, rates["variability"].values)
     gp = np.array(
         [
-            float(calibrate_gpc(row, bounds=(0, 8), B=B, seed=r, grid_points=401).calibration["omega"])
+            float(arviz_compat.group(calibrate_gpc(
+                location_program(row, bounds=(0, 8)), backend=GridBackend(401), B=B, seed=r),
+                "calibration")["omega"])
             for r, row in enumerate(y)
         ]
     )
@@ -87,37 +99,35 @@ def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Da
 def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.Dataset:
     """Plug-in, Holmes-Walker and Stan GPC omegas on R quantile regressions, and
     the coverage of the true coefficients (2, 1) by each method's Gibbs posterior."""
-    from stanflow.gibbs.gpc import draws_coverage, risk_minimiser
-    from stanflow.gibbs.sampling import gibbs_model, stan_data
+    from stanflow.gibbs.regions import draws_coverage
+    from stanflow.gibbs.templates import glm_minimiser
     from stanflow.runs import RunSet, RunSpec
 
     n, truth = 50, np.array([2.0, 1.0])
-    kw = {"loss": "check", "loss_params": {"tau": 0.5}}
-    prior = {"prior": "normal", "prior_params": {"mean": 0, "sd": 10}}
-    data, omegas, estimates = [], [], []
+    programs, omegas, estimates = [], [], []
     for r in range(replications):
         x = rng.chisquare(2, size=n) - 2
         y = 2 + x + rng.normal(0, 2, size=n)
         X = np.column_stack([np.ones(n), x])
-        beta = risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
+        program = linear_program(y, X, loss="check", loss_params={"tau": 0.5}, prior="normal",
+                                 prior_params={"mean": 0, "sd": 10})
+        beta = glm_minimiser(y, X, loss_function("check", {"tau": 0.5}))
         omegas.append([
-            float(calibrate_plugin(y, **kw, X=X, estimate=beta).calibration["omega"]),
-            float(calibrate_holmes_walker(y, **kw, X=X, estimate=beta).calibration["omega"]),
-            float(calibrate_gpc(y, **kw, **prior, X=X, estimate=beta, backend="stan", B=B,
+            float(calibrate_plugin(program, estimate=beta).calibration["omega"]),
+            float(calibrate_holmes_walker(program, estimate=beta).calibration["omega"]),
+            float(calibrate_gpc(program, estimate=beta, backend=StanBackend(), B=B,
                                 seed=r).calibration["omega"]),
         ])
-        data.append((y, X))
+        programs.append(program)
         estimates.append(beta)
     omegas = np.array(omegas).T  # (calibrator, replicate)
     specs = [
-        RunSpec(data=stan_data(y, omega=omegas[k, r], **kw, **prior, X=X),
-                args={"num_samples": 2000, "num_warmup": 500})
+        RunSpec(data=program.stan_data(omegas[k, r]), args={"num_samples": 2000, "num_warmup": 500})
         for k in range(3)
-        for r, (y, X) in enumerate(data)
+        for r, program in enumerate(programs)
     ]
     with tempfile.TemporaryDirectory() as folder:
-        runset = RunSet(gibbs_model("check", "normal", linear=True), specs,
-                        out_dir=folder, root_seed=SEED)
+        runset = RunSet(programs[0].model("stanflow"), specs, out_dir=folder, root_seed=SEED)
         failed = [result.index for result in runset.run(progress=False) if not result.ok]
         if failed:
             raise RuntimeError(f"quantile regression posteriors {failed} failed")

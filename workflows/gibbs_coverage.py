@@ -50,8 +50,8 @@ import pandas as pd
 import xarray as xr
 
 from stanflow import arviz_compat
-from stanflow.gibbs import calibrate_plugin, grid
-from stanflow.gibbs.gpc import calibrate_gpc
+from stanflow.gibbs import GridBackend, calibrate_gpc, grid, location_program
+from stanflow.gibbs.plugin import replicate_location_plugin
 from stanflow.idata import save
 from stanflow.losses import loss_function
 from stanflow.workflows import main, save_figure
@@ -101,11 +101,13 @@ def coverage(
             grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
         )
         covered.append((lower <= median) & (median <= upper))
-    calibrations = arviz_compat.group(calibrate_plugin(y), "calibration")
+    calibrations = replicate_location_plugin(y)
+    programs = [location_program(y[r], bounds=PRIOR_SUPPORT) for r in range(n_gpc)]
     for name, start in (("gpc", None), ("gpc_from_plugin", calibrations["omega"].values)):
         runs = [
-            calibrate_gpc(y[r], bounds=PRIOR_SUPPORT, seed=SEED + r,
-                          omega0=1.0 if start is None else float(start[r])).calibration
+            arviz_compat.group(calibrate_gpc(
+                programs[r], backend=GridBackend(), seed=SEED + r,
+                omega0=1.0 if start is None else float(start[r])), "calibration")
             for r in range(n_gpc)
         ]
         calibrations[f"{name}_omega"] = ("gpc_replicate", [float(c["omega"]) for c in runs])

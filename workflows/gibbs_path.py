@@ -45,17 +45,22 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs import grid
-from stanflow.gibbs.gpc import (
-    bootstrap_indices,
+from stanflow.gibbs import (
+    GridBackend,
+    StanBackend,
+    TemplateProgram,
     calibrate_gpc,
-    grid_coverage,
-    risk_minimiser,
+    grid,
+    linear_program,
+    location_program,
+    posterior,
 )
+from stanflow.gibbs.gpc import bootstrap_indices, grid_coverage
 from stanflow.gibbs.path_calibration import calibrate_path
 from stanflow.gibbs.path_figure import plot_path
 from stanflow.gibbs.path_read import cdf, reweight, weighted_quantile
 from stanflow.gibbs.plugin import location_estimate
+from stanflow.gibbs.templates import glm_minimiser
 from stanflow.idata import save
 from stanflow.losses import loss_function
 from stanflow.workflows import main, save_figure
@@ -85,13 +90,15 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
     for r in range(replications):
         y = rng.gamma(2.0, 1.0, n)
         estimate = float(location_estimate(y, absolute, 0.0, 8.0))
+        program = location_program(y, bounds=(0, 8))
+        grid_backend = GridBackend(801)
         start = time.perf_counter()
-        rm = calibrate_gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801).calibration
+        rm = calibrate_gpc(program, backend=grid_backend, estimate=estimate, seed=r).calibration
         wall_rm = time.perf_counter() - start
-        fixed = calibrate_gpc(y, bounds=(0, 8), estimate=estimate, seed=r, grid_points=801,
+        fixed = calibrate_gpc(program, backend=grid_backend, estimate=estimate, seed=r,
                               eps=0.0, max_steps=300).calibration
         idata = calibrate_path(
-            y, bounds=(0, 8), estimate=[estimate], B=B, seed=r, omega_max=3.0,
+            program, estimate=[estimate], B=B, seed=r, omega_max=3.0,
             n_particles=PARTICLES, n_moves=MOVES,
             marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
         )
@@ -136,25 +143,26 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
     return table, first
 
 
-def quantreg_data(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def quantreg_data(rng: np.random.Generator) -> tuple[TemplateProgram, np.ndarray]:
+    """A median regression's program and its risk minimiser (Nelder-Mead from least squares)."""
     x = rng.chisquare(2, size=50) - 2
     y = 2 + x + rng.normal(0, 2, size=50)
     X = np.column_stack([np.ones(50), x])
-    return y, X, risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
+    return linear_program(y, X, **QUANTREG), glm_minimiser(y, X, loss_function("check", {"tau": 0.5}))
 
 
 def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: int) -> tuple[xr.Dataset, Results]:
     """GPC on the path against Stan Robbins-Monro GPC (reweight design) and its fixed point."""
     rows, first = [], None
     for r in range(replications):
-        y, X, beta = quantreg_data(rng)
-        kwargs = {**QUANTREG, "X": X, "estimate": beta, "backend": "stan", "B": B, "seed": r}
+        program, beta = quantreg_data(rng)
+        kwargs = {"estimate": beta, "backend": StanBackend(), "B": B, "seed": r}
         start = time.perf_counter()
-        rm = calibrate_gpc(y, **kwargs).calibration
+        rm = calibrate_gpc(program, **kwargs).calibration
         wall_rm = time.perf_counter() - start
-        fixed = calibrate_gpc(y, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
+        fixed = calibrate_gpc(program, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
         idata = calibrate_path(
-            y, **QUANTREG, X=X, estimate=beta, B=B, seed=r, omega_max=3.0,
+            program, estimate=beta, B=B, seed=r, omega_max=3.0,
             n_particles=PARTICLES, n_moves=MOVES,
             marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
         )
@@ -172,7 +180,7 @@ def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: i
             "wall_robbins_monro": wall_rm,
         })
         if first is None:
-            first = (idata, y, X)
+            first = (idata, program)
     names = list(rows[0])
     table = xr.Dataset(
         {name: ("replicate", np.array([row[name] for row in rows])) for name in names},
@@ -181,24 +189,22 @@ def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: i
     return table, first
 
 
-def nuts_check(idata: Results, y: np.ndarray, X: np.ndarray, omegas: list[float], draws: int) -> dict:
+def nuts_check(idata: Results, program: TemplateProgram, omegas: list[float], draws: int) -> dict:
     """The path's means and 2.5% / 97.5% quantiles against Stan NUTS at each omega.
 
     z = (path - NUTS) / sqrt(se_path^2 + se_NUTS^2): the path's errors from its
     reading ESS (a mean's ``sqrt(sum w^2 (x - m)^2)``, a quantile's CDF band
     divided by the density), NUTS's from ArviZ's MCSE."""
-    from stanflow.gibbs.sampling import posterior
-
     path = arviz_compat.group(idata, "path")
     rows = {}
     for omega in omegas:
-        fit = posterior(y, omega=omega, **QUANTREG, X=X, chains=4, iter_sampling=draws,
+        fit = posterior(program, omega=omega, chains=4, iter_sampling=draws,
                         iter_warmup=500, seed=SEED)
         beta = fit.posterior["beta"]
         mcse_mean = arviz_compat.mcse(fit, var_names=["beta"])["beta"]
         read = reweight(path, omega)
         z_mean, z_quantile = [], []
-        for k in range(X.shape[1]):
+        for k in range(program.X.shape[1]):
             x = read.theta[:, k]
             mean = read.weights @ x
             se = math.sqrt(np.sum(read.weights**2 * (x - mean) ** 2))
@@ -271,8 +277,9 @@ def run(out: Path, quick: bool) -> dict:
     median = {}
     for n in (100, 400):
         median[n] = median_example(rng, n, replications)
-    qr_table, (qr_idata, y, X) = quantreg_example(rng, 1 if quick else 10, 30 if quick else 200)
-    check = nuts_check(qr_idata, y, X, [0.5, 1.0] if quick else [0.25, 0.5, 1.0, 2.0],
+    qr_table, (qr_idata, qr_program) = quantreg_example(rng, 1 if quick else 10,
+                                                        30 if quick else 200)
+    check = nuts_check(qr_idata, qr_program, [0.5, 1.0] if quick else [0.25, 0.5, 1.0, 2.0],
                        1000 if quick else 5000)
     figure(median[400][1], qr_idata, out)
     save(

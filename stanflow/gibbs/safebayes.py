@@ -218,8 +218,8 @@ def calibrate_safebayes(
         attrs={
             "method": "safebayes",
             "reference": "Grunwald and van Ommen (2017), Bayesian Analysis 12(4) 1069-1103",
-            "sequential": "one SMC sweep over the data per eta (0/1 weights), "
-            "random-walk moves after each resampling",
+            "sequential": "one SMC sweep over the data per eta (0/1 weights); after each "
+            "resampling HMC moves on the unconstrained scale (random-walk on a template's box)",
             "n_particles": int(n_particles),
             "n_moves": int(n_moves),
             "target_ess": float(target_ess),
