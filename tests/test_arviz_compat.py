@@ -21,16 +21,18 @@ from matplotlib.figure import Figure
 from stanflow import arviz_compat, idata
 from stanflow.arviz_compat import Results, group, group_names
 from stanflow.gibbs import (
+    GridBackend,
     calibrate_gpc,
     calibrate_holmes_walker,
     calibrate_path,
     calibrate_plugin,
-    calibrate_safebayes,
+    calibrate_safebayes_conjugate,
     gibbs_path,
+    location_program,
 )
 from stanflow.qpaths.annealing import ais, smc
 from stanflow.qpaths.ti import thermodynamic_integration
-from stanflow.wbb import wbb_lasso
+from stanflow.wbb import wbb_lasso, wbb_program
 
 ROOT = Path(__file__).resolve().parents[1]
 RNG = np.random.default_rng(20261201)
@@ -138,20 +140,21 @@ GAUSSIANS = (  # log pi0, sample pi0, log pi1: N(0, 1) to N(1, 1)
 )
 
 METHODS = {
-    "plugin": lambda: calibrate_plugin(Y),
-    "holmes_walker": lambda: calibrate_holmes_walker(Y),
-    "gpc": lambda: calibrate_gpc(Y, bounds=(0, 8), B=50, seed=1, grid_points=201),
-    "safebayes": lambda: calibrate_safebayes(YX, X),
-    "gibbs_path": lambda: gibbs_path(Y, omega_max=1.0, bounds=(0, 8), n_particles=200, seed=1),
-    "calibrate_path": lambda: calibrate_path(
-        Y, bounds=(0, 8), B=20, seed=1, n_particles=300
-    ),
+    "safebayes": lambda: calibrate_safebayes_conjugate(YX, X),
     "smc": lambda: smc(*GAUSSIANS, n_particles=100, n_runs=2, seed=1),
     "ais": lambda: ais(*GAUSSIANS, np.linspace(0, 1, 10), n_particles=100, n_runs=2, seed=1),
     "ti": lambda: thermodynamic_integration(
         *GAUSSIANS, np.linspace(0, 1, 5), n_chains=20, n_warmup=5, n_draws=10, seed=1
     ),
     "wbb": lambda: wbb_lasso(X, YX, 1.0, 20, root_seed=1),
+}
+PROGRAM_METHODS = {  # each takes the location template's loss program of Y on [0, 8]
+    "plugin": calibrate_plugin,
+    "holmes_walker": calibrate_holmes_walker,
+    "gpc": lambda p: calibrate_gpc(p, backend=GridBackend(201), B=50, seed=1),
+    "gibbs_path": lambda p: gibbs_path(p, omega_max=1.0, n_particles=200, seed=1),
+    "calibrate_path": lambda p: calibrate_path(p, B=20, seed=1, n_particles=300),
+    "wbb_program": lambda p: wbb_program(p, 20, root_seed=1),
 }
 GROUPS = {
     "plugin": ["calibration"],
@@ -160,6 +163,7 @@ GROUPS = {
     "safebayes": ["calibration"],
     "gibbs_path": ["path", "path_functionals", "observed_data"],
     "calibrate_path": ["path", "path_functionals", "observed_data", "calibration"],
+    "wbb_program": ["posterior", "sample_stats", "weights"],
     "smc": ["smc"],
     "ais": ["smc"],
     "ti": ["smc"],
@@ -167,16 +171,28 @@ GROUPS = {
 }
 
 
-@pytest.mark.parametrize("method", sorted(METHODS))
-def test_every_method_returns_native_results_that_round_trip(method, tmp_path):
-    results = METHODS[method]()
+@pytest.fixture(scope="module")
+def location(cmdstan):
+    return location_program(Y, bounds=(0, 8))
+
+
+@pytest.mark.parametrize(
+    "method",
+    sorted(METHODS) + [pytest.param(name, marks=pytest.mark.e2e) for name in sorted(PROGRAM_METHODS)],
+)
+def test_every_method_returns_native_results_that_round_trip(method, tmp_path, request):
+    if method in PROGRAM_METHODS:
+        results = PROGRAM_METHODS[method](request.getfixturevalue("location"))
+    else:
+        results = METHODS[method]()
     assert type(results) is Results
     assert sorted(group_names(results)) == sorted(GROUPS[method])
     assert_round_trip(results, tmp_path)
 
 
-def test_calibrate_path_keeps_string_coords_and_attrs(tmp_path):
-    loaded = assert_round_trip(METHODS["calibrate_path"](), tmp_path)
+@pytest.mark.e2e
+def test_calibrate_path_keeps_string_coords_and_attrs(tmp_path, location):
+    loaded = assert_round_trip(PROGRAM_METHODS["calibrate_path"](location), tmp_path)
     rules = [str(rule) for rule in loaded["calibration"]["rule"].values]
     assert rules[:3] == ["gpc_path", "plugin", "holmes_walker"]
     assert loaded["path"]["theta"].dims == ("step", "particle", "param")

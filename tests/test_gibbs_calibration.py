@@ -7,15 +7,17 @@ import math
 import numpy as np
 import pytest
 
-from stanflow.gibbs.gpc import (
-    bootstrap_indices,
-    calibrate_gpc,
-    converged,
-    draws_coverage,
-    update,
-)
+from stanflow.gibbs import GridBackend, StanBackend, linear_program, location_program
+from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, converged, update
 from stanflow.gibbs.information import calibrate_holmes_walker, omega_from_traces
-from stanflow.gibbs.safebayes import calibrate_safebayes, sequential_losses
+from stanflow.gibbs.loss_terms import python_terms
+from stanflow.gibbs.plugin import (
+    replicate_location_plugin,
+    sensitivity_from_terms,
+    variability_from_terms,
+)
+from stanflow.gibbs.regions import draws_coverage
+from stanflow.gibbs.safebayes import calibrate_safebayes_conjugate, sequential_losses
 
 OMEGA_STAR_MEDIAN = 0.6266  # 2 f(m) for Gamma(2, 1)
 
@@ -57,45 +59,62 @@ def test_draws_coverage_against_normal_truth():
     assert draws_coverage(draws2, np.zeros(2), 0.05) == pytest.approx(expected2, abs=0.03)
 
 
-def test_gpc_bad_input():
-    y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
-    with pytest.raises(ValueError, match="bounds"):
-        calibrate_gpc(y)
-    with pytest.raises(ValueError, match="backend"):
-        calibrate_gpc(y, bounds=(0, 8), backend="mcmc")
+def test_gpc_backends_check_themselves_when_made():
     with pytest.raises(ValueError, match="design"):
-        calibrate_gpc(y, bounds=(0, 8), backend="stan", design="importance")
+        StanBackend(design="importance")
     with pytest.raises(ValueError, match="proposal_scale"):
-        calibrate_gpc(y, bounds=(0, 8), backend="stan", proposal_scale=2.0)
+        StanBackend(proposal_scale=2.0)
+    with pytest.raises(ValueError, match="warmup"):
+        StanBackend(warmup=-1)
+    with pytest.raises(ValueError, match="draws"):
+        StanBackend(draws=0)
+    with pytest.raises(ValueError, match="points"):
+        GridBackend(points=0)
+
+
+@pytest.mark.e2e
+def test_gpc_bad_input(cmdstan):
+    y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
+    with pytest.raises(ValueError, match="GridBackend needs finite bounds"):
+        calibrate_gpc(location_program(y), backend=GridBackend())
+    with pytest.raises(ValueError, match="GridBackend computes exact posteriors of a scalar"):
+        calibrate_gpc(linear_program(y, np.ones((30, 1)), bounds=(0, 8)), backend=GridBackend())
+    program = location_program(y, bounds=(0, 8))
+    with pytest.raises(TypeError, match="backend must be a StanBackend or a GridBackend"):
+        calibrate_gpc(program, backend="mcmc")
     with pytest.raises(ValueError, match="alpha"):
-        calibrate_gpc(y, bounds=(0, 8), alpha=0)
+        calibrate_gpc(program, backend=GridBackend(), alpha=0)
     with pytest.raises(ValueError, match="omega0"):
-        calibrate_gpc(y, bounds=(0, 8), omega0=-1.0)
+        calibrate_gpc(program, backend=GridBackend(), omega0=-1.0)
+    with pytest.raises(TypeError, match="program must be a LossProgram"):
+        calibrate_gpc(y)
     with pytest.raises(ValueError, match="tau"):
-        calibrate_gpc(y, loss="check", loss_params={"tau": 1.2}, bounds=(0, 8))
+        location_program(y, loss="check", loss_params={"tau": 1.2}, bounds=(0, 8))
     with pytest.raises(ValueError, match="y must"):
-        calibrate_gpc(np.array([]), bounds=(0, 8))
+        location_program(np.array([]), bounds=(0, 8))
 
 
 # ---------------------------------------------------------------- GPC, grid
 
 
-def test_gpc_grid_squared_loss_finds_one_over_two_sigma2():
+@pytest.mark.e2e
+def test_gpc_grid_squared_loss_finds_one_over_two_sigma2(cmdstan):
     """Squared loss on N(1, 1) data: omega* = H / J = 2 / 4 = 0.5; the bootstrap is
     accurate for the mean, so GPC's fixed point centres on 0.5."""
     rng = np.random.default_rng(3)
     omegas = []
     for r in range(20):
         y = rng.normal(1.0, 1.0, 100)
-        c = calibrate_gpc(y, loss="squared", bounds=(-2, 4), seed=r, grid_points=401,
-                          max_steps=60, eps=0.0).calibration
+        c = calibrate_gpc(location_program(y, loss="squared", bounds=(-2, 4)),
+                          backend=GridBackend(401), seed=r, max_steps=60, eps=0.0).calibration
         omegas.append(float(c["omega_path"][-20:].mean()))
     omegas = np.array(omegas)
     se = omegas.std(ddof=1) / math.sqrt(len(omegas))
     assert abs(omegas.mean() - 0.5) < 3 * se + 0.02, (omegas.mean(), se)
 
 
-def test_gpc_grid_median_centres_near_omega_star():
+@pytest.mark.e2e
+def test_gpc_grid_median_centres_near_omega_star(cmdstan):
     """Median of Gamma(2, 1) data, absolute loss, uniform prior [0, 8].
 
     Measured (docs/gibbs.md): the bootstrap fixed point sits about +0.09 above
@@ -107,13 +126,15 @@ def test_gpc_grid_median_centres_near_omega_star():
     omegas = []
     for r in range(20):
         y = rng.gamma(2.0, 1.0, 100)
-        c = calibrate_gpc(y, bounds=(0, 8), seed=r, grid_points=401, max_steps=60, eps=0.0).calibration
+        c = calibrate_gpc(location_program(y, bounds=(0, 8)), backend=GridBackend(401), seed=r,
+                          max_steps=60, eps=0.0).calibration
         omegas.append(float(c["omega_path"][-20:].mean()))
     omegas = np.array(omegas)
     se = omegas.std(ddof=1) / math.sqrt(len(omegas))
     assert abs(omegas.mean() - OMEGA_STAR_MEDIAN) < 3 * se + 0.1, (omegas.mean(), se)
     # The defaults (B = 200, eps = 0.01, 16 steps from omega0 = 1) record their path.
-    c = calibrate_gpc(rng.gamma(2.0, 1.0, 100), bounds=(0, 8), seed=5).calibration
+    c = calibrate_gpc(location_program(rng.gamma(2.0, 1.0, 100), bounds=(0, 8)),
+                      backend=GridBackend(), seed=5).calibration
     assert c.attrs["B"] == 200 and c.attrs["alpha"] == 0.05 and c.attrs["eps"] == 0.01
     assert int(c["steps"]) in range(1, 17)
     assert c["omega_path"].dims == ("step",) and c["coverage_path"].sizes["step"] == int(c["steps"])
@@ -132,11 +153,11 @@ def test_gpc_stan_resample_design_agrees_with_grid(tmp_path, cmdstan):
     Coverage at each step is a fraction of B = 20 resamples; Monte Carlo error in
     the interval ends can flip a resample whose interval ends near the estimate,
     so the omegas may differ by a few update steps of 1/20 each."""
-    y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
-    kwargs = {"bounds": (0, 8), "B": 20, "seed": 3, "max_steps": 3, "eps": 0.0}
-    g = calibrate_gpc(y, backend="grid", grid_points=801, **kwargs).calibration
-    s = calibrate_gpc(y, backend="stan", design="resample", draws=2000, warmup=300,
-                      out_dir=tmp_path, **kwargs).calibration
+    program = location_program(np.random.default_rng(11).gamma(2.0, 1.0, 50), bounds=(0, 8))
+    kwargs = {"B": 20, "seed": 3, "max_steps": 3, "eps": 0.0}
+    g = calibrate_gpc(program, backend=GridBackend(801), **kwargs).calibration
+    s = calibrate_gpc(program, backend=StanBackend(design="resample", draws=2000, warmup=300,
+                                                   out_dir=tmp_path), **kwargs).calibration
     assert s.attrs["backend"] == "stan" and s.attrs["design"] == "resample"
     np.testing.assert_allclose(s["coverage_path"], g["coverage_path"], atol=0.1 + 1e-9)
     assert float(s["omega"]) == pytest.approx(float(g["omega"]), abs=0.15)
@@ -151,14 +172,14 @@ def test_gpc_stan_reweight_design_agrees_with_grid(tmp_path, cmdstan):
     B = 200 resamples against the exact grid coverage at each omega of the path
     (3 steps from 0.5 upwards, eps = 0 so that all three run). Measured: equal or
     one resample apart; the tolerance allows three (0.015)."""
-    y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
-    kwargs = {"bounds": (0, 8), "B": 200, "seed": 3, "max_steps": 3, "eps": 0.0, "omega0": 0.5}
-    g = calibrate_gpc(y, backend="grid", grid_points=2001, **kwargs).calibration
-    s = calibrate_gpc(y, backend="stan", out_dir=tmp_path, **kwargs).calibration
+    program = location_program(np.random.default_rng(11).gamma(2.0, 1.0, 50), bounds=(0, 8))
+    kwargs = {"B": 200, "seed": 3, "max_steps": 3, "eps": 0.0, "omega0": 0.5}
+    g = calibrate_gpc(program, backend=GridBackend(2001), **kwargs).calibration
+    s = calibrate_gpc(program, backend=StanBackend(out_dir=tmp_path), **kwargs).calibration
     assert s.attrs["design"] == "reweight"
     np.testing.assert_allclose(s["omega_path"][0], 0.5)
     for t in range(3):
-        exact = calibrate_gpc(y, backend="grid", grid_points=2001, **{
+        exact = calibrate_gpc(program, backend=GridBackend(2001), **{
             **kwargs, "max_steps": 1, "omega0": float(s["omega_path"][t])}).calibration
         assert float(s["coverage_path"][t]) == pytest.approx(
             float(exact["coverage_path"][0]), abs=0.015 + 1e-9)
@@ -173,11 +194,11 @@ def test_gpc_reweight_samples_poorly_served_resamples_directly(tmp_path, cmdstan
     """With min_ess above any attainable ESS every resample is sampled directly
     (so this is the resample design) and the proposal is redrawn at each new
     omega; the coverage still agrees with the exact grid."""
-    y = np.random.default_rng(11).gamma(2.0, 1.0, 50)
-    kwargs = {"bounds": (0, 8), "B": 20, "seed": 3, "max_steps": 2, "eps": 0.0}
-    g = calibrate_gpc(y, backend="grid", grid_points=801, **kwargs).calibration
-    s = calibrate_gpc(y, backend="stan", min_ess=1e9, proposal_draws=2000, draws=2000,
-                      out_dir=tmp_path, **kwargs).calibration
+    program = location_program(np.random.default_rng(11).gamma(2.0, 1.0, 50), bounds=(0, 8))
+    kwargs = {"B": 20, "seed": 3, "max_steps": 2, "eps": 0.0}
+    g = calibrate_gpc(program, backend=GridBackend(801), **kwargs).calibration
+    s = calibrate_gpc(program, backend=StanBackend(min_ess=1e9, proposal_draws=2000, draws=2000,
+                                                   out_dir=tmp_path), **kwargs).calibration
     np.testing.assert_array_equal(s["n_direct"], [20, 20])
     assert float(s["omega_ref"][1]) == pytest.approx(0.25 * float(s["omega_path"][1]))
     np.testing.assert_allclose(s["coverage_path"], g["coverage_path"], atol=0.1 + 1e-9)
@@ -187,21 +208,36 @@ def test_gpc_reweight_samples_poorly_served_resamples_directly(tmp_path, cmdstan
 # ---------------------------------------------------------------- Holmes-Walker
 
 
-def test_holmes_walker_squared_loss_normal():
+@pytest.mark.e2e
+def test_holmes_walker_squared_loss_normal(cmdstan):
     """Squared loss, N(1, 2^2) data: H = 2, J = 4 sigma^2 = 16, omega = 1/8."""
     y = np.random.default_rng(0).normal(1.0, 2.0, size=(20, 4000))
-    c = calibrate_holmes_walker(y, loss="squared").calibration
-    assert c.attrs["method"] == "holmes_walker"
-    assert float(c["omega"].mean()) == pytest.approx(1 / 8, rel=0.02)
+    omegas = []
+    for row in y:
+        c = calibrate_holmes_walker(location_program(row, loss="squared")).calibration
+        assert c.attrs["method"] == "holmes_walker"
+        omegas.append(float(c["omega"]))
+    assert float(np.mean(omegas)) == pytest.approx(1 / 8, rel=0.02)
+    # The replicates' kernels give the same traces.
+    r = replicate_location_plugin(y, loss="squared")
+    np.testing.assert_allclose(
+        omegas, omega_from_traces(r["sensitivity"].values, r["variability"].values), rtol=1e-6)
 
 
-def test_holmes_walker_nll_well_specified_is_one():
+@pytest.mark.e2e
+def test_holmes_walker_nll_well_specified_is_one(cmdstan):
     y = np.random.default_rng(1).normal(0.0, 1.5, size=(20, 4000))
-    c = calibrate_holmes_walker(y, loss="normal_nll", loss_params={"sigma": 1.5}).calibration
-    assert float(c["omega"].mean()) == pytest.approx(1.0, rel=0.03)
+    omegas = [
+        float(calibrate_holmes_walker(
+            location_program(row, loss="normal_nll", loss_params={"sigma": 1.5})
+        ).calibration["omega"])
+        for row in y
+    ]
+    assert float(np.mean(omegas)) == pytest.approx(1.0, rel=0.03)
 
 
-def test_holmes_walker_regression_traces():
+@pytest.mark.e2e
+def test_holmes_walker_regression_traces(cmdstan):
     """Least squares, x = (1, z), noise variance 1 + z^2: H = 2 I, J = 4 diag(2, 4),
     so tr(H)/tr(J) = 4 / 24 = 1/6 (the loss-likelihood bootstrap's is 3/16)."""
     rng = np.random.default_rng(2)
@@ -210,11 +246,15 @@ def test_holmes_walker_regression_traces():
     X = np.column_stack([np.ones(n), z])
     y = 1 + 2 * z + rng.normal(size=n) * np.sqrt(1 + z**2)
     beta = np.linalg.lstsq(X, y, rcond=None)[0]
-    c = calibrate_holmes_walker(y, loss="squared", X=X, estimate=beta).calibration
+    c = calibrate_holmes_walker(linear_program(y, X, loss="squared"), estimate=beta).calibration
     assert float(c["omega"]) == pytest.approx(1 / 6, rel=0.05)
     assert float(c["omega"]) == pytest.approx(
         float(omega_from_traces(c["sensitivity"].values, c["variability"].values))
     )
+    # The same traces straight from the squared loss's terms.
+    terms = python_terms(y, X @ beta, "squared", ())
+    H, J = sensitivity_from_terms(terms, X, 1.0), variability_from_terms(terms, X)
+    assert float(c["omega"]) == pytest.approx(float(omega_from_traces(H, J)), rel=1e-10)
     with pytest.raises(ValueError, match="J must"):
         omega_from_traces(np.eye(2), np.zeros((2, 2)))
 
@@ -243,5 +283,6 @@ def test_safebayes_well_specified_picks_one():
     for _ in range(5):
         X = np.column_stack([np.ones(200), rng.normal(size=200)])
         y = X @ [1.0, 2.0] + rng.normal(size=200)
-        chosen.append(calibrate_safebayes(y, X).calibration["omega"].sel(variant="r-log").item())
+        chosen.append(calibrate_safebayes_conjugate(y, X).calibration["omega"]
+                      .sel(variant="r-log").item())
     assert np.median(chosen) == 1.0

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from scipy import integrate, stats
 
+from stanflow.gibbs import GridBackend, location_program
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
 from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc
 from stanflow.gibbs.gpc_fixed_point import (
@@ -109,7 +110,8 @@ def test_squared_fixed_point_is_between_order_statistics_of_resample_thresholds(
     assert np.all(found.count == 190)
 
 
-def test_absolute_fixed_point_holds_robbins_monro_gpc_run_to_convergence():
+@pytest.mark.e2e
+def test_absolute_fixed_point_holds_robbins_monro_gpc_run_to_convergence(cmdstan):
     # calibrate_gpc with eps = 0 on a fine grid stops where the count is exactly
     # 190 of 200: on the plateau the exact bisection finds.
     rng = np.random.default_rng(5)
@@ -117,8 +119,8 @@ def test_absolute_fixed_point_holds_robbins_monro_gpc_run_to_convergence():
     estimate = np.median(y, axis=1)
     found = gpc_fixed_points(y, loss="absolute", seeds=np.array([0, 1]), bounds=(0, 8))
     for r in range(2):
-        run = calibrate_gpc(y[r], bounds=(0, 8), seed=r, eps=0.0, max_steps=300, grid_points=2001,
-                            estimate=float(estimate[r])).calibration
+        run = calibrate_gpc(location_program(y[r], bounds=(0, 8)), backend=GridBackend(2001),
+                            seed=r, eps=0.0, max_steps=300, estimate=float(estimate[r])).calibration
         assert bool(run["converged"])
         omega = float(run["omega"])
         tolerance = 5e-3 * omega  # the grid's error in the interval ends

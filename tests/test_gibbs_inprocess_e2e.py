@@ -1,4 +1,4 @@
-"""Plug-in and Holmes-Walker calibration of a loss given only as its Stan file.
+"""Plug-in and Holmes-Walker calibration of a template with a loss given only as its Stan file.
 
 For every shipped loss, the derivatives read off the Stan file in process
 (stanflow.gibbs.loss_terms) must give the same estimate, H, J and omega as the
@@ -10,9 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate_holmes_walker, calibrate_plugin
+from stanflow.gibbs import (
+    calibrate_holmes_walker,
+    calibrate_plugin,
+    linear_program,
+    location_program,
+)
 from stanflow.gibbs.loss_terms import stan_terms
-from stanflow.gibbs.plugin import sensitivity_from_terms
+from stanflow.gibbs.plugin import replicate_location_plugin, sensitivity_from_terms
 from stanflow.losses import get_loss
 
 pytestmark = pytest.mark.e2e
@@ -35,11 +40,14 @@ CASES = {
 def test_location_plugin_from_the_stan_file_equals_numpy(cmdstan, name):
     y, params = CASES[name]
     loss = get_loss(name)
-    expected = calibrate_plugin(y, loss=name, loss_params=params, bandwidth=0.4).calibration
+    expected = calibrate_plugin(location_program(y, loss=name, loss_params=params),
+                                bandwidth=0.4).calibration
     got = calibrate_plugin(
-        y, loss=loss.stan_file, loss_params=list(loss.bind(params)), bandwidth=0.4
+        location_program(y, loss=loss.stan_file, loss_params=list(loss.bind(params))),
+        bandwidth=0.4,
     ).calibration
     assert got.attrs["derivatives"] == "stan (in process)"
+    assert expected.attrs["derivatives"] == "numpy"
     np.testing.assert_allclose(got["estimate"], expected["estimate"], rtol=1e-7)
     for key in ("sensitivity", "variability", "omega"):
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-6, err_msg=key)
@@ -53,10 +61,10 @@ def test_quantile_regression_plugin_and_holmes_walker_from_the_stan_file(cmdstan
     loss = get_loss("check")
     for calibration in (calibrate_plugin, calibrate_holmes_walker):
         expected = calibration(
-            y, loss="check", loss_params={"tau": 0.25}, X=X, estimate=estimate
+            linear_program(y, X, loss="check", loss_params={"tau": 0.25}), estimate=estimate
         ).calibration
         got = calibration(
-            y, loss=loss.stan_file, loss_params=[0.25], X=X, estimate=estimate
+            linear_program(y, X, loss=loss.stan_file, loss_params=[0.25]), estimate=estimate
         ).calibration
         for key in ("sensitivity", "variability", "omega"):
             np.testing.assert_allclose(got[key], expected[key], rtol=1e-6)
@@ -64,9 +72,10 @@ def test_quantile_regression_plugin_and_holmes_walker_from_the_stan_file(cmdstan
 
 def test_replicates_are_calibrated_one_by_one(cmdstan):
     y = np.random.default_rng(4).normal(size=(3, 21))
-    expected = calibrate_plugin(y, loss="absolute", bandwidth=0.5).calibration
-    got = calibrate_plugin(y, loss=get_loss("absolute").stan_file, bandwidth=0.5).calibration
-    np.testing.assert_allclose(got["omega"], expected["omega"], rtol=1e-6)
+    expected = replicate_location_plugin(y, loss="absolute", bandwidth=0.5)
+    got = [float(calibrate_plugin(location_program(row, loss=get_loss("absolute").stan_file),
+                                  bandwidth=0.5).calibration["omega"]) for row in y]
+    np.testing.assert_allclose(got, expected["omega"], rtol=1e-6)
 
 
 def test_the_hinge_kink_at_y_equals_f_is_measured(cmdstan):
@@ -90,7 +99,7 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
         "real loss(real y, real f, vector loss_params) {\n"
         "  return log(cosh(y - f));\n}\n"
     )
-    group = calibrate_plugin(Y_REAL, loss=file).calibration
+    group = calibrate_plugin(location_program(Y_REAL, loss=file)).calibration
     theta = float(group["estimate"][0])
     u = Y_REAL - theta
     assert abs(np.tanh(u).sum()) < 1e-6 * len(u)  # the risk's minimiser
@@ -102,13 +111,17 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
 
 
 def test_bad_loss_files_and_parameters_are_clear_errors(cmdstan, tmp_path):
+    check = get_loss("check").stan_file
     with pytest.raises(ValueError, match="loss: file not found"):
-        calibrate_plugin(Y_REAL, loss=tmp_path / "missing.stanfunctions")
-    with pytest.raises(TypeError, match="loss_params must be a sequence"):
-        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")
+        location_program(Y_REAL, loss=tmp_path / "missing.stanfunctions")
     with pytest.raises(ValueError, match=r"loss_params\['tau'\] of check.stanfunctions must be finite"):
-        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params=[np.nan])
+        location_program(Y_REAL, loss=check, loss_params=[np.nan])
     with pytest.raises(ValueError, match=r"check.stanfunctions takes 1 parameter\(s\) \['tau'\], got 0"):
-        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file)
+        location_program(Y_REAL, loss=check)
     with pytest.raises(ValueError, match=r"must be finite and in \(0, 1\), got 1.5"):
-        calibrate_plugin(Y_REAL, loss=get_loss("check").stan_file, loss_params=[1.5])
+        location_program(Y_REAL, loss=check, loss_params=[1.5])
+
+
+def test_loss_params_of_a_loss_file_given_as_a_string_are_a_type_error(cmdstan):
+    with pytest.raises(TypeError, match="loss_params must be a sequence"):
+        location_program(Y_REAL, loss=get_loss("check").stan_file, loss_params="0.3")

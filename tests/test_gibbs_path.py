@@ -1,4 +1,4 @@
-"""The learning-rate path (NumPy losses) against exact answers.
+"""The learning-rate path of the templates' loss programs against exact answers.
 
 Truths: the exact grid posteriors and ``log Z_n(omega)`` of
 ``stanflow.gibbs.grid``; the closed form of the squared loss with a normal prior;
@@ -20,19 +20,17 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from stanflow import arviz_compat
-from stanflow.gibbs import grid, log_prior_on_grid
+from stanflow.gibbs import GridBackend, grid, linear_program, location_program, log_prior_on_grid
 from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, grid_coverage
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic
 from stanflow.gibbs.path_read import cdf, reweight
-from stanflow.gibbs.path_target import GibbsTarget
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.gibbs.reweighting import (
     ellipsoid_coverage,
@@ -40,8 +38,9 @@ from stanflow.gibbs.reweighting import (
     normalise,
     resample_counts,
 )
-from stanflow.losses import Loss, loss_function
+from stanflow.losses import Loss, get_loss, loss_function
 
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cmdstan")]
 DELTA = 1e-3
 Z_TOL = 4.0
 
@@ -73,8 +72,8 @@ CASES = {
 def test_path_posteriors_and_log_z_match_the_grid(case):
     make, loss, params, bounds = CASES[case]
     y = make(np.random.default_rng(7))
-    idata = gibbs_path(y, omega_max=3.0, loss=loss, loss_params=params, bounds=bounds,
-                       n_particles=2000, seed=11)
+    program = location_program(y, loss=loss, loss_params=params, bounds=bounds)
+    idata = gibbs_path(program, omega_max=3.0, n_particles=2000, seed=11)
     path = arviz_compat.group(idata, "path")
     assert path["omega"].values[0] == 0 and path["omega"].values[-1] == 3.0
     theta = np.linspace(*bounds, 4001)
@@ -106,8 +105,9 @@ def test_conjugate_squared_loss_normal_prior_in_closed_form():
     log Z = -log(P s0^2)/2 + b^2/(2P) - omega sum y^2 - m0^2/(2 s0^2), b = P * mean."""
     y = np.random.default_rng(3).normal(0.7, 1.5, 50)
     m0, s0 = 0.5, 2.0
-    idata = gibbs_path(y, omega_max=2.0, loss="squared", prior="normal",
-                       prior_params={"mean": m0, "sd": s0}, n_particles=2000, seed=5)
+    program = location_program(y, loss="squared", prior="normal",
+                               prior_params={"mean": m0, "sd": s0})
+    idata = gibbs_path(program, omega_max=2.0, n_particles=2000, seed=5)
     path = arviz_compat.group(idata, "path")
     points = read_points(path)
     tolerance = dkw([e for _, e in points], len(points))
@@ -134,8 +134,9 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
     a box in the prior's upper tail tests the normalisation's tail formula."""
     y = np.random.default_rng(0).gamma(2.0, 1.0, 50)
     for bounds in ((0.5, 3.0), (2.5, 9.0)):
-        idata = gibbs_path(y, bounds=bounds, prior="normal", prior_params={"mean": 1, "sd": 0.7},
-                           n_particles=2000, seed=0)
+        program = location_program(y, bounds=bounds, prior="normal",
+                                   prior_params={"mean": 1, "sd": 0.7})
+        idata = gibbs_path(program, n_particles=2000, seed=0)
         path = arviz_compat.group(idata, "path")
         theta = np.linspace(*bounds, 4001)
         sums = grid.loss_sums(theta, y, loss_function("absolute"))
@@ -150,7 +151,7 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
 
 def test_schedule_keeps_the_reading_ess_and_extends():
     y = np.random.default_rng(1).gamma(2.0, 1.0, 100)
-    path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=1000, seed=2)
+    path = LearningRatePath(location_program(y, bounds=(0, 8)), n_particles=1000, seed=2)
     path.extend(1.0)
     first = len(path.levels)
     path.extend(4.0)
@@ -171,7 +172,8 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
     """A q-path between the same endpoints: its levels are not Gibbs posteriors,
     but every omega is read from them by importance weights."""
     y = np.random.default_rng(2).gamma(2.0, 1.0, 100)
-    idata = gibbs_path(y, omega_max=1.0, bounds=(0, 8), q=0.99, n_particles=2000, seed=3)
+    program = location_program(y, bounds=(0, 8))
+    idata = gibbs_path(program, omega_max=1.0, q=0.99, n_particles=2000, seed=3)
     path = arviz_compat.group(idata, "path")
     assert path.attrs["q"] == 0.99
     theta = np.linspace(0, 8, 4001)
@@ -185,7 +187,7 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
     end = grid.posterior(theta, sums, 1.0)
     assert abs(reads[-1].log_z - float(end.log_z)) < Z_TOL * reads[-1].log_z_se
     with pytest.raises(ValueError, match="cannot be extended"):
-        LearningRatePath(GibbsTarget(y, bounds=(0, 8)), q=0.99, n_particles=100).extend(1.0).extend(2.0)
+        LearningRatePath(program, q=0.99, n_particles=100).extend(1.0).extend(2.0)
 
 
 # ---------------------------------------------------------------- GPC on the path
@@ -243,11 +245,12 @@ def test_root_found_gpc_equals_the_bootstrap_fixed_point():
     for r in range(3):
         y = rng.gamma(2.0, 1.0, 100)
         estimate = location_estimate(y, loss_function("absolute"), 0.0, 8.0)
-        path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=4000, n_moves=3, seed=r)
+        program = location_program(y, bounds=(0, 8))
+        path = LearningRatePath(program, n_particles=4000, n_moves=3, seed=r)
         c = path_gpc(path, [estimate], seed=r)
         root, se = float(c["omega"]), float(c["omega_se"])
         assert bool(c["converged"]) and float(c["coverage"]) == 0.95
-        fixed = calibrate_gpc(y, bounds=(0, 8), seed=r, estimate=estimate, grid_points=801,
+        fixed = calibrate_gpc(program, backend=GridBackend(801), seed=r, estimate=estimate,
                               eps=0.0, max_steps=300).calibration
         assert bool(fixed["converged"])
         plateau = 1 / abs(float(c["count_slope"]))
@@ -263,12 +266,10 @@ def test_path_gpc_on_a_linear_model_reads_resamples_from_a_wider_level():
     x = rng.chisquare(2, size=50) - 2
     y = 2 + x + rng.normal(0, 2, size=50)
     X = np.column_stack([np.ones(50), x])
-    target = GibbsTarget(y, loss="check", loss_params={"tau": 0.5}, prior="normal",
-                         prior_params={"mean": 0, "sd": 10}, X=X)
-    from stanflow.gibbs.path_calibration import risk_estimate
-
-    estimate = risk_estimate(target)
-    path = LearningRatePath(target, n_particles=2000, n_moves=3, seed=0)
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.5}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    estimate = program.estimate().theta
+    path = LearningRatePath(program, n_particles=2000, n_moves=3, seed=0)
     c = path_gpc(path, estimate, seed=1)
     assert c.attrs["region"] == "weighted Mahalanobis ellipsoid"
     assert bool(c["converged"]) and 0.5 < float(c["omega"]) < 1.5
@@ -284,37 +285,50 @@ def test_path_gpc_on_a_linear_model_reads_resamples_from_a_wider_level():
 
 def test_bad_input_gives_clear_errors_before_sampling():
     y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
+    program = location_program(y, bounds=(0, 8))
     with pytest.raises(ValueError, match="omega_max must be positive"):
-        gibbs_path(y, omega_max=0.0, bounds=(0, 8))
+        gibbs_path(program, omega_max=0.0)
     with pytest.raises(ValueError, match="omega_max must be positive"):
-        gibbs_path(y, omega_max=-1.0, bounds=(0, 8))
+        gibbs_path(program, omega_max=-1.0)
     with pytest.raises(ValueError, match="omega_max must be positive"):
-        gibbs_path(y, omega_max=float("nan"), bounds=(0, 8))
+        gibbs_path(program, omega_max=float("nan"))
     with pytest.raises(ValueError, match=r"n_particles must be an integer >= 100 \(50 per parameter\)"):
-        gibbs_path(y, X=np.ones((30, 2)), bounds=(0, 8), n_particles=99)
+        gibbs_path(linear_program(y, np.ones((30, 2)), bounds=(0, 8)), n_particles=99)
     with pytest.raises(ValueError, match="n_particles"):
-        gibbs_path(y, bounds=(0, 8), n_particles=10)
-    # Its value takes a parameter the loss does not declare.
-    value = lambda y, f, tau: np.abs(y - f)
-    wrong = Loss("two_argument", Path("two_argument.stanfunctions"), value, value, value, jump=2.0)
-    with pytest.raises(TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"):
-        gibbs_path(y, loss=wrong, bounds=(0, 8))
-    with pytest.raises(ValueError, match="prior: the path starts from exact draws"):
-        gibbs_path(y, prior="horseshoe", bounds=(0, 8))
-    with pytest.raises(ValueError, match="bounds: the uniform prior"):
-        gibbs_path(y)
+        gibbs_path(program, n_particles=10)
+    with pytest.raises(ValueError, match="prior: unknown prior 'horseshoe'"):
+        location_program(y, prior="horseshoe", bounds=(0, 8))
+    with pytest.raises(ValueError, match="bounds: the uniform prior is improper"):
+        gibbs_path(location_program(y))
     with pytest.raises(ValueError, match="tau"):
-        gibbs_path(y, loss="check", loss_params={"tau": 1.5}, bounds=(0, 8))
-    with pytest.raises(ValueError, match="moves must be one of"):
-        gibbs_path(y, bounds=(0, 8), moves="hmc")
-    with pytest.raises(ValueError, match="NUTS moves .* need q = 1"):
-        gibbs_path(y, bounds=(0, 8), moves="nuts", q=0.5)
-    with pytest.raises(ValueError, match="target_ess"):
-        gibbs_path(y, bounds=(0, 8), target_ess=1.0)
+        location_program(y, loss="check", loss_params={"tau": 1.5}, bounds=(0, 8))
     with pytest.raises(ValueError, match="y must"):
-        gibbs_path(np.array([]), bounds=(0, 8))
-    path = LearningRatePath(GibbsTarget(y, bounds=(0, 8)), n_particles=100)
+        location_program(np.array([]), bounds=(0, 8))
+    with pytest.raises(ValueError, match="moves must be one of"):
+        gibbs_path(program, moves="hmc")
+    with pytest.raises(ValueError, match="NUTS moves .* need q = 1"):
+        gibbs_path(program, moves="nuts", q=0.5)
+    with pytest.raises(ValueError, match="target_ess"):
+        gibbs_path(program, target_ess=1.0)
+    with pytest.raises(TypeError, match="program must be a LossProgram"):
+        gibbs_path(y)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        gibbs_path(program, weights=np.ones(3))
+    path = LearningRatePath(program, n_particles=100)
     with pytest.raises(ValueError, match="omega0"):
         path_gpc(path, [1.0], omega0=0.0)
     with pytest.raises(ValueError, match="estimate"):
         path_gpc(path, [1.0, 2.0])
+    weighted = LearningRatePath(program, n_particles=100, weights=np.full(30, 2.0))
+    with pytest.raises(ValueError, match="GPC's bootstrap resamples the data itself"):
+        path_gpc(weighted, [1.0])
+
+
+def test_a_loss_objects_numpy_value_is_checked_when_its_program_is_made():
+    """A Loss whose NumPy value takes a parameter the loss does not declare: the
+    program's estimate and the grid use that value, so making the program names it."""
+    y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
+    value = lambda y, f, tau: np.abs(y - f)
+    wrong = Loss("two_argument", get_loss("absolute").stan_file, value, value, value, jump=2.0)
+    with pytest.raises(TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"):
+        location_program(y, loss=wrong, bounds=(0, 8))

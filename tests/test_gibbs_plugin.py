@@ -1,4 +1,5 @@
-"""Plug-in learning rates against closed forms and simulation; no compiler."""
+"""Plug-in learning rates against closed forms and simulation (the kernels need no compiler;
+the programs' tests, marked e2e, load compiled models)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from statistics import NormalDist
 import numpy as np
 import pytest
 
-from stanflow.gibbs import calibrate_plugin, plugin
+from stanflow.gibbs import calibrate_plugin, linear_program, location_program, plugin
+from stanflow.gibbs.loss_terms import python_terms
+from stanflow.gibbs.plugin import replicate_location_plugin
 from stanflow.losses import loss_function
 
 # Gamma(2, 1): F(m) = 1 - exp(-m) (1 + m) = 1/2 at m = 1.67835; f(m) = m exp(-m).
@@ -87,7 +90,7 @@ def test_plugin_converges_to_two_f_of_the_median():
     replications = 100
     spreads = []
     for n in (100, 1000, 10000):
-        c = calibrate_plugin(rng.gamma(2.0, 1.0, size=(replications, n))).calibration
+        c = replicate_location_plugin(rng.gamma(2.0, 1.0, size=(replications, n)))
         omega = c["omega"].values
         bias = float(c["bandwidth"].median()) ** 2 * abs(MEDIAN - 2) * math.exp(-MEDIAN)
         tolerance = 4 * omega.std() / math.sqrt(replications) + bias
@@ -101,14 +104,15 @@ def test_plugin_for_a_quantile_of_exponential_data_is_one_over_tau():
     # Check loss at tau: H = f(q_tau), J = tau (1 - tau); for Exp(1),
     # q_tau = -log(1 - tau) and f(q_tau) = 1 - tau, so omega* = 1 / tau.
     y = np.random.default_rng(3).exponential(size=(20, 20000))
-    c = calibrate_plugin(y, loss="check", loss_params={"tau": 0.25}).calibration
+    c = replicate_location_plugin(y, loss="check", loss_params={"tau": 0.25})
     assert float(c["omega"].mean()) == pytest.approx(4.0, rel=0.03)
     np.testing.assert_allclose(
         c["estimate"].values[:, 0], np.quantile(y, 0.25, -1), atol=1e-3
     )
 
 
-def test_vector_plugin_for_heteroscedastic_least_squares():
+@pytest.mark.e2e
+def test_vector_plugin_for_heteroscedastic_least_squares(cmdstan):
     # y = 1 + 2 z + e, e ~ N(0, 1 + z^2), z ~ N(0, 1), x = (1, z), squared loss:
     # H = 2 E[x x'] = 2 I, J = 4 E[(1 + z^2) x x'] = 4 diag(2, 4), so
     # tr(H J^-1 H) / tr(H) = (1/2 + 1/4) / 4 = 3/16.
@@ -118,7 +122,7 @@ def test_vector_plugin_for_heteroscedastic_least_squares():
     X = np.column_stack([np.ones(n), z])
     y = 1 + 2 * z + rng.standard_normal(n) * np.sqrt(1 + z**2)
     beta_hat = np.linalg.lstsq(X, y, rcond=None)[0]
-    c = calibrate_plugin(y, loss="squared", X=X, estimate=beta_hat).calibration
+    c = calibrate_plugin(linear_program(y, X, loss="squared"), estimate=beta_hat).calibration
 
     assert float(c["omega"]) == pytest.approx(3 / 16, rel=0.05)
     np.testing.assert_allclose(c["sensitivity"], 2 * np.eye(2), atol=0.05)
@@ -126,12 +130,15 @@ def test_vector_plugin_for_heteroscedastic_least_squares():
         c["variability"], np.diag([8.0, 16.0]), rtol=0.1, atol=0.3
     )
     assert list(c["param"].values) == ["beta[1]", "beta[2]"]
+    # The same kernels straight from the squared loss's terms.
+    terms = python_terms(y, X @ beta_hat, "squared", ())
+    np.testing.assert_allclose(c["sensitivity"], plugin.sensitivity_from_terms(terms, X, 1.0))
+    np.testing.assert_allclose(c["variability"], plugin.variability_from_terms(terms, X))
 
 
-def test_calibration_group_layout():
+def test_replicate_group_layout():
     y = np.random.default_rng(5).gamma(2.0, 1.0, size=(7, 60))
-    idata = calibrate_plugin(y, bandwidth=0.3)
-    c = idata.calibration
+    c = replicate_location_plugin(y, bandwidth=0.3)
     assert set(c.data_vars) == {
         "omega",
         "estimate",
@@ -147,31 +154,61 @@ def test_calibration_group_layout():
     # For the absolute loss H = 2 f_hat(theta_hat), with the given bandwidth.
     h = 2 * plugin.kernel_density(y, c["estimate"].values[:, 0], 0.3)
     np.testing.assert_allclose(c["sensitivity"].values[:, 0, 0], h)
-    one = calibrate_plugin(y[0], loss="check", loss_params={"tau": 0.5}).calibration
-    assert one["omega"].dims == () and json.loads(one.attrs["loss_params"]) == {
-        "tau": 0.5
-    }
+
+
+@pytest.mark.e2e
+def test_a_programs_calibration_group(cmdstan):
+    y = np.random.default_rng(5).gamma(2.0, 1.0, size=60)
+    one = calibrate_plugin(location_program(y, loss="check", loss_params={"tau": 0.5})).calibration
+    assert one["omega"].dims == () and json.loads(one.attrs["loss_params"]) == {"tau": 0.5}
+    assert one.attrs["curvature"] == "kernel (silverman)" and one.attrs["template"] == "location"
+    given = calibrate_plugin(location_program(y), bandwidth=0.3).calibration
+    h = 2 * plugin.kernel_density(y, float(given["estimate"][0]), 0.3)
+    assert float(given["sensitivity"][0, 0]) == pytest.approx(float(h))
+    assert given.attrs["curvature"] == "kernel (given)"
+    # The replicates' kernels and one program's give the same rate.
+    assert float(replicate_location_plugin(y[None], bandwidth=0.3)["omega"][0]) == \
+        pytest.approx(float(given["omega"]), rel=1e-12)
 
 
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"y": []}, r"y must have shape \(n,\) or \(R, n\) with n >= 2"),
-        ({"y": [1.0]}, r"n >= 2"),
-        ({"y": [1.0, np.nan]}, "y must be finite"),
+        ({"y": [[1.0]]}, r"y must be a finite \(R, n\) array with n >= 2"),
+        ({"y": [[1.0, np.nan]]}, r"y must be a finite \(R, n\) array"),
         ({"loss": "hinge"}, "kinks away from y = f"),
-        (
-            {"loss": "check", "loss_params": {"tau": 1.0}},
-            r"tau'\] must be finite and in",
-        ),
-        ({"X": np.ones((3, 1))}, r"X must be a finite \(4, K\) array"),
-        ({"X": np.ones((4, 1))}, "estimate is required with X"),
-        ({"estimate": [1.0, 2.0]}, r"estimate must be finite with shape \(1,\)"),
-        ({"bounds": (2.0, 1.0)}, "bounds must have lower < upper"),
-        ({"bandwidth": -0.1}, "bandwidth must be a positive number"),
+        ({"loss": "check", "loss_params": {"tau": 1.0}}, r"tau'\] must be finite and in"),
     ],
 )
-def test_bad_input_is_rejected_with_the_argument_named(kwargs, message):
-    kwargs = {"y": [0.3, 1.2, 2.0, 4.1], **kwargs}
+def test_bad_replicates_are_rejected_with_the_argument_named(kwargs, message):
+    kwargs = {"y": [[0.3, 1.2, 2.0, 4.1]], **kwargs}
     with pytest.raises(ValueError, match=message):
-        calibrate_plugin(**kwargs)
+        replicate_location_plugin(**kwargs)
+
+
+@pytest.mark.e2e
+def test_bad_input_of_a_program_is_rejected_with_the_argument_named(cmdstan):
+    y = [0.3, 1.2, 2.0, 4.1]
+    with pytest.raises(ValueError, match=r"y must be a 1-D array of at least one observation"):
+        location_program([])
+    with pytest.raises(ValueError, match="y must be finite"):
+        location_program([1.0, np.nan])
+    with pytest.raises(ValueError, match="kinks away from y = f"):
+        calibrate_plugin(location_program(y, loss="hinge"))
+    with pytest.raises(ValueError, match=r"tau'\] must be finite and in"):
+        location_program(y, loss="check", loss_params={"tau": 1.0})
+    with pytest.raises(ValueError, match=r"X must have shape \(4, K\)"):
+        linear_program(y, np.ones((3, 1)))
+    with pytest.raises(ValueError, match=r"estimate must be finite with 1 value\(s\)"):
+        calibrate_plugin(location_program(y), estimate=[1.0, 2.0])
+    with pytest.raises(ValueError, match="bounds must have lower < upper"):
+        location_program(y, bounds=(2.0, 1.0))
+    with pytest.raises(ValueError, match="bandwidth must be a positive number"):
+        calibrate_plugin(location_program(y), bandwidth=-0.1)
+
+
+@pytest.mark.e2e
+def test_a_program_of_one_observation_is_rejected_before_the_kernel(cmdstan):
+    """A kernel density needs two residuals; the message names the number of observations."""
+    with pytest.raises(ValueError, match=r"n >= 2"):
+        calibrate_plugin(location_program([1.0]))

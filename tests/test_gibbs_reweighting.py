@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from stanflow.gibbs import reweighting
-from stanflow.gibbs.gpc import bootstrap_indices, draws_coverage
+from stanflow.gibbs.gpc import bootstrap_indices
+from stanflow.gibbs.regions import draws_coverage
 
 
 def test_resample_counts_match_bincount():
@@ -57,7 +58,7 @@ def test_log_weights_full_data_at_reference_rate_are_flat():
 
 def test_equal_weights_reproduce_the_unweighted_regions():
     """With equal weights the weighted regions are the draws' own regions
-    (gpc.draws_coverage), up to the quantile interpolation of ties at the edge."""
+    (regions.draws_coverage), up to the quantile interpolation of ties at the edge."""
     rng = np.random.default_rng(5)
     S, B = 4000, 300
     draws1 = rng.normal(size=S)

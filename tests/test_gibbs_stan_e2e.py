@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from stanflow import arviz_compat
-from stanflow.gibbs import grid, log_prior_on_grid, posterior
-from stanflow.gibbs.sampling import LOSS_SIGNATURE, gibbs_model
+from stanflow.gibbs import grid, linear_program, location_program, log_prior_on_grid, posterior
+from stanflow.gibbs.templates import LOSS_SIGNATURE
 from stanflow.losses import LOSSES, loss_function
 from stanflow.models import CompileError, compile_model
 
@@ -44,7 +44,7 @@ def assert_quantiles_match(idata, name, post):
 def test_absolute_loss_with_uniform_prior_matches_the_grid(cmdstan, omega):
     y = np.random.default_rng(11).gamma(2.0, 1.0, size=50)
     idata = posterior(
-        y, omega=omega, bounds=(0, 8), chains=4, iter_sampling=2000, seed=12
+        location_program(y, bounds=(0, 8)), omega=omega, chains=4, iter_sampling=2000, seed=12
     )
     theta = np.linspace(0, 8, 8001)
     post = grid.posterior(
@@ -54,6 +54,7 @@ def test_absolute_loss_with_uniform_prior_matches_the_grid(cmdstan, omega):
     assert_quantiles_match(idata, "theta", post)
     assert idata.attrs["omega"] == omega and idata.attrs["loss"] == "absolute"
     assert float(idata.constant_data["omega"]) == omega
+    np.testing.assert_array_equal(idata.constant_data["weights"], np.ones(50))
     assert float(idata.constant_data["upper_bound"]) == 8.0
     assert int(idata.sample_stats["diverging"].sum()) == 0
 
@@ -72,14 +73,11 @@ def test_a_loss_added_by_writing_one_file(cmdstan, tmp_path):
     rng = np.random.default_rng(13)
     y = rng.standard_cauchy(size=40) + 1.0
     omega, scale = 1.5, 0.8
+    program = linear_program(y, np.ones((len(y), 1)), loss=loss_file, loss_params=[scale],
+                             prior="normal", prior_params={"mean": 0.0, "sd": 5.0})
     idata = posterior(
-        y,
+        program,
         omega=omega,
-        loss=loss_file,
-        loss_params=[scale],
-        prior="normal",
-        prior_params={"mean": 0.0, "sd": 5.0},
-        X=np.ones((len(y), 1)),
         chains=4,
         iter_sampling=2000,
         seed=14,
@@ -145,7 +143,7 @@ def test_a_loss_file_that_does_not_compile_is_named_in_the_error(cmdstan, tmp_pa
         "real loss(real y, real f, vector loss_params) {\n  return y - ;\n}\n"
     )
     with pytest.raises(CompileError) as error:
-        gibbs_model(broken)
+        location_program(np.ones(3), loss=broken)
     message = str(error.value)
     assert str(broken) in message and LOSS_SIGNATURE in message
     assert re.search(rf"is {re.escape(str(broken))}, line 2", message)
@@ -155,23 +153,22 @@ def test_a_loss_file_that_does_not_compile_is_named_in_the_error(cmdstan, tmp_pa
         "real my_loss(real y, real f, vector loss_params) {\n  return 0;\n}\n"
     )
     with pytest.raises(CompileError, match=re.escape(LOSS_SIGNATURE)):
-        gibbs_model(misnamed)
+        location_program(np.ones(3), loss=misnamed)
 
 
 def test_quantile_regression_matches_a_two_dimensional_grid(cmdstan):
     """linear.stan with the check loss and N(0, 10^2) priors: the marginal
     quantiles of both coefficients against an exact 400 x 400 grid posterior,
-    and the saved pointwise losses against the NumPy check loss."""
+    and the pointwise losses the program's target weights, read in process at
+    the draws, against the NumPy check loss."""
     rng = np.random.default_rng(21)
     x = rng.chisquare(2, size=50) - 2
     y = 2 + x + rng.normal(0, 2, size=50)
     X = np.column_stack([np.ones(50), x])
     omega, tau = 0.8, 0.5
-    idata = posterior(
-        y, omega=omega, loss="check", loss_params={"tau": tau}, prior="normal",
-        prior_params={"mean": 0, "sd": 10}, X=X, chains=4, iter_sampling=2000, seed=3,
-        save_pointwise_loss=True,
-    )
+    program = linear_program(y, X, loss="check", loss_params={"tau": tau}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    idata = posterior(program, omega=omega, chains=4, iter_sampling=2000, seed=3)
     beta = idata.posterior["beta"].values.reshape(-1, 2)
     centre, spread = beta.mean(axis=0), beta.std(axis=0)
     axes = [np.linspace(c - 7 * s, c + 7 * s, 400) for c, s in zip(centre, spread)]
@@ -188,6 +185,5 @@ def test_quantile_regression_matches_a_two_dimensional_grid(cmdstan):
         mcse = [float(arviz_compat.mcse(draws, method="quantile", prob=p)) for p in PROBS]
         np.testing.assert_array_less(np.abs(np.quantile(draws.values, PROBS) - exact),
                                      4 * np.array(mcse) + (axis[1] - axis[0]))
-    saved = idata.posterior["pointwise_loss"].values.reshape(-1, 50)
-    # The CSV holds 6 significant digits of both the draws and the losses.
-    np.testing.assert_allclose(saved, check(y[None, :], beta @ X.T), rtol=1e-4, atol=1e-4)
+    read = program.losses(program.unconstrain(beta))
+    np.testing.assert_allclose(read, check(y[None, :], beta @ X.T), rtol=1e-10, atol=1e-12)

@@ -25,7 +25,7 @@ import pytest
 from bridgestan.__version import __version_info__ as bridgestan_version_info
 
 from stanflow import models
-from stanflow.gibbs.sampling import stan_data as gibbs_data
+from stanflow.gibbs.templates import template_data
 from stanflow.lcvi.problem import normal_mean
 from stanflow.lcvi.stan import stan_data as lcvi_data
 from stanflow.models import program_path
@@ -38,8 +38,9 @@ Y = np.array([0.3, -1.2, 2.5, 0.8, 1.9, -0.4, 3.1])
 
 
 def _gibbs(loss: str, params: dict) -> dict:
-    data = gibbs_data(Y, omega=0.8, loss=loss, loss_params=params, prior="normal",
-                      prior_params={"mean": 0.0, "sd": 3.0}, bounds=(-5.0, 7.0))
+    data = template_data(Y, loss=loss, loss_params=params, prior="normal",
+                         prior_params={"mean": 0.0, "sd": 3.0}, bounds=(-5.0, 7.0))
+    data.update(omega=0.8, weights=np.linspace(0.5, 1.5, len(Y)))
     return {
         "source": program_path("gibbs/location"),
         "slots": {

@@ -29,8 +29,9 @@ PUBLIC = {
     # imported on demand through the package's __getattr__
     "stan_optimize": ["wbb_glm"],
     "inprocess": ["WeightedGlm", "lbfgs_draws", "wbb_glm_inprocess"],
+    "program": ["wbb_program"],
 }
-ON_DEMAND = {"stan_optimize", "inprocess"}
+ON_DEMAND = {"stan_optimize", "inprocess", "program"}
 
 
 @pytest.mark.parametrize("module, names", sorted(PUBLIC.items()))

@@ -35,7 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from stanflow.models import render
+from stanflow.models.templates import origin_note, render_with_origins
 from stanflow.models.cache import CompileError
 
 CONTRACT_PAGE = "docs/your-own-model.md"
@@ -145,7 +145,11 @@ def read_program(
             path, "a loss program is a complete Stan program, a .stan file "
             "(a loss of (y, f) alone is a .stanfunctions slot file: docs/your-own-loss.md)"
         )
-    code, info = _described(path, render(path, include_paths=include_paths, slots=slots), stanc)
+    rendered, origins = render_with_origins(path, include_paths=include_paths, slots=slots)
+    try:
+        code, info = _described(path, rendered, stanc)
+    except CompileError as err:
+        raise CompileError(f"{err}{origin_note(err.console, origins)}", err.console) from None
     inputs, parameters = info["inputs"], info["parameters"]
     _check_declaration(path, inputs, OMEGA, 0, OMEGA_DECLARATION)
     _check_declaration(path, inputs, WEIGHTS, 1, WEIGHTS_DECLARATION)
