@@ -27,26 +27,28 @@ from pathlib import Path
 
 import numpy as np
 
-from stanflow.gibbs.gpc import calibrate_gpc, risk_minimiser
+from stanflow.gibbs import StanBackend, TemplateProgram, calibrate_gpc, linear_program
+from stanflow.gibbs.templates import glm_minimiser
 from stanflow.losses import loss_function
 
 REFERENCE = {"per_step_s": 0.79, "per_calibration_s": 7.0}
 
 
-def problem() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def problem() -> tuple[TemplateProgram, np.ndarray]:
     rng = np.random.default_rng(20240505)
     x = rng.chisquare(2, size=50) - 2
     y = 2 + x + rng.normal(0, 2, size=50)
     X = np.column_stack([np.ones(50), x])
-    return y, X, risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.5}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    return program, glm_minimiser(y, X, loss_function("check", {"tau": 0.5}))
 
 
-def timed(design: str, cores: int, **kwargs) -> dict:
-    y, X, beta = problem()
+def timed(design: str, cores: int, max_steps: int = 16, **backend) -> dict:
+    program, beta = problem()
     start = time.perf_counter()
-    c = calibrate_gpc(y, loss="check", loss_params={"tau": 0.5}, X=X, estimate=beta,
-                      prior="normal", prior_params={"mean": 0, "sd": 10}, backend="stan",
-                      design=design, B=200, seed=1, **kwargs).calibration
+    c = calibrate_gpc(program, estimate=beta, backend=StanBackend(design=design, **backend),
+                      B=200, seed=1, max_steps=max_steps).calibration
     total = time.perf_counter() - start
     walls = c["step_wall_time"].values
     sampling = c["step_sampling_time"].values

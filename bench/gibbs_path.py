@@ -28,10 +28,10 @@ import time
 import numpy as np
 from _common import RESULTS_DIR, machine_info, print_table, write_results
 
-from stanflow.gibbs.gpc import calibrate_gpc, risk_minimiser
+from stanflow.gibbs import StanBackend, TemplateProgram, calibrate_gpc, linear_program
 from stanflow.gibbs.path import LearningRatePath
 from stanflow.gibbs.path_gpc import path_gpc
-from stanflow.gibbs.path_target import GibbsTarget
+from stanflow.gibbs.templates import glm_minimiser
 from stanflow.losses import loss_function
 
 SEED = 20240505
@@ -40,19 +40,20 @@ LOSS = {"loss": "check", "loss_params": {"tau": 0.5}}
 PARTICLES, MOVES, B = 4000, 3, 200
 
 
-def data(rng: np.random.Generator, n: int, K: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The quantile regression with ``K - 2`` extra N(0, 1) predictors (K = 1: intercept only)."""
+def data(rng: np.random.Generator, n: int, K: int = 2) -> tuple[TemplateProgram, np.ndarray]:
+    """The quantile regression with ``K - 2`` extra N(0, 1) predictors (K = 1: intercept only),
+    as the linear template's loss program, and its risk minimiser."""
     x = rng.chisquare(2, size=n) - 2
     y = 2 + x + rng.normal(0, 2, size=n)
     columns = [np.ones(n), x][:K] + [rng.normal(size=n) for _ in range(K - 2)]
     X = np.column_stack(columns)
-    return y, X, risk_minimiser(y, X, loss_function("check", {"tau": 0.5}))
+    program = linear_program(y, X, **LOSS, **PRIOR)
+    return program, glm_minimiser(y, X, loss_function("check", {"tau": 0.5}))
 
 
-def path_calibration(y: np.ndarray, X: np.ndarray, beta: np.ndarray, seed: int) -> dict:
+def path_calibration(program: TemplateProgram, beta: np.ndarray, seed: int) -> dict:
     start = time.perf_counter()
-    target = GibbsTarget(y, **LOSS, **PRIOR, X=X)
-    path = LearningRatePath(target, n_particles=PARTICLES, n_moves=MOVES, seed=seed)
+    path = LearningRatePath(program, n_particles=PARTICLES, n_moves=MOVES, seed=seed)
     c = path_gpc(path, beta, B=B, seed=seed)
     wall = time.perf_counter() - start
     return {
@@ -69,9 +70,10 @@ def path_calibration(y: np.ndarray, X: np.ndarray, beta: np.ndarray, seed: int) 
     }
 
 
-def reweight_calibration(y: np.ndarray, X: np.ndarray, beta: np.ndarray, seed: int, **kwargs) -> dict:
+def reweight_calibration(program: TemplateProgram, beta: np.ndarray, seed: int, **kwargs) -> dict:
     start = time.perf_counter()
-    c = calibrate_gpc(y, **LOSS, **PRIOR, X=X, estimate=beta, backend="stan", B=B, seed=seed, **kwargs).calibration
+    c = calibrate_gpc(program, estimate=beta, backend=StanBackend(), B=B, seed=seed,
+                      **kwargs).calibration
     wall = time.perf_counter() - start
     return {
         "omega": float(c["omega"]),
@@ -87,12 +89,12 @@ def side_by_side(replications: int, fixed_steps: int) -> dict:
     rng = np.random.default_rng(SEED)
     rows = []
     for r in range(replications):
-        y, X, beta = data(rng, 50)
+        program, beta = data(rng, 50)
         order = ("path", "reweight") if r % 2 == 0 else ("reweight", "path")
         result = {}
         for side in order:
-            result[side] = (path_calibration if side == "path" else reweight_calibration)(y, X, beta, r)
-        fixed = reweight_calibration(y, X, beta, r, eps=0.0, max_steps=fixed_steps)
+            result[side] = (path_calibration if side == "path" else reweight_calibration)(program, beta, r)
+        fixed = reweight_calibration(program, beta, r, eps=0.0, max_steps=fixed_steps)
         result["fixed_point"] = {k: fixed[k] for k in ("omega", "converged", "steps")}
         for side in ("path", "reweight"):
             result[side]["distance_to_fixed_point"] = abs(result[side]["omega"] - fixed["omega"])
@@ -123,12 +125,12 @@ def scaling() -> dict:
     rng = np.random.default_rng(SEED + 1)
     by_n, by_k = [], []
     for n in (50, 200, 1000, 5000):
-        y, X, beta = data(rng, n)
-        by_n.append({"n": n, "K": 2} | path_calibration(y, X, beta, 0))
+        program, beta = data(rng, n)
+        by_n.append({"n": n, "K": 2} | path_calibration(program, beta, 0))
         print(f"n = {n}: {by_n[-1]['wall_s']:.3f} s", flush=True)
     for K in (1, 2, 5, 10, 20):
-        y, X, beta = data(rng, 500, K)
-        by_k.append({"n": 500, "K": K} | path_calibration(y, X, beta, 0))
+        program, beta = data(rng, 500, K)
+        by_k.append({"n": 500, "K": K} | path_calibration(program, beta, 0))
         print(f"K = {K}: {by_k[-1]['wall_s']:.3f} s", flush=True)
     return {"by_n": by_n, "by_K": by_k}
 
