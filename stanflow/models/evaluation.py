@@ -152,11 +152,16 @@ def _evaluate(
         threads, reject_as_neg_inf, ctypes.byref(err),
     )
     if code != 0:
-        message = "unknown error"
-        if err:
-            message = ctypes.string_at(err).decode("utf-8", "replace")
-            model.stanlib.bs_free_error_msg(err)
-        raise ValueError(f"{model.name()}: {message}")
+        raise ValueError(f"{model.name()}: {_error_message(model, err)}")
+
+
+def _error_message(model: bridgestan.StanModel, err: ctypes.c_char_p) -> str:
+    """The library's error message (freed), or "unknown error"."""
+    if not err:
+        return "unknown error"
+    message = ctypes.string_at(err).decode("utf-8", "replace")
+    model.stanlib.bs_free_error_msg(err)
+    return message
 
 
 def _batch_function(model: bridgestan.StanModel):
@@ -258,8 +263,4 @@ def _rowwise(model: bridgestan.StanModel, name: str, points: np.ndarray, out: np
         code = (function(model.model, False, False, *args, None, ctypes.byref(err))
                 if constrain else function(model.model, *args, ctypes.byref(err)))
         if code != 0:
-            message = "unknown error"
-            if err:
-                message = ctypes.string_at(err).decode("utf-8", "replace")
-                model.stanlib.bs_free_error_msg(err)
-            raise ValueError(f"{model.name()}: row {row}: {message}")
+            raise ValueError(f"{model.name()}: row {row}: {_error_message(model, err)}")
