@@ -6,30 +6,30 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from pathlib import Path
 
 import pytest
 
 import stanflow.gibbs as gibbs_package
 
+PUBLIC = {
+    "program": ["LossProgram"],
+    "contract": ["ContractError"],
+    "templates": ["TemplateProgram", "location_program", "linear_program"],
+    "plugin": ["calibrate_plugin"],
+    "information": ["calibrate_holmes_walker"],
+    "gpc": ["calibrate_gpc", "GridBackend"],
+    "gpc_stan": ["StanBackend"],
+    "safebayes": ["calibrate_safebayes", "calibrate_safebayes_conjugate"],
+    "safebayes_averaging": ["calibrate_safebayes_averaged"],
+    "path_calibration": ["calibrate_path"],
+    "path": ["LearningRatePath", "gibbs_path"],
+    "priors": ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"],
+    "sampling": ["posterior"],
+}
 
-@pytest.mark.parametrize(
-    "module, names",
-    [
-        ("program", ["LossProgram"]),
-        ("contract", ["ContractError"]),
-        ("templates", ["TemplateProgram", "location_program", "linear_program"]),
-        ("plugin", ["calibrate_plugin"]),
-        ("information", ["calibrate_holmes_walker"]),
-        ("gpc", ["calibrate_gpc", "GridBackend"]),
-        ("gpc_stan", ["StanBackend"]),
-        ("safebayes", ["calibrate_safebayes", "calibrate_safebayes_conjugate"]),
-        ("safebayes_averaging", ["calibrate_safebayes_averaged"]),
-        ("path_calibration", ["calibrate_path"]),
-        ("path", ["LearningRatePath", "gibbs_path"]),
-        ("priors", ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"]),
-        ("sampling", ["posterior"]),
-    ],
-)
+
+@pytest.mark.parametrize("module, names", list(PUBLIC.items()))
 def test_public_names_are_the_same_objects_in_the_package_and_their_module(
     module, names
 ):
@@ -42,6 +42,8 @@ def test_public_names_are_the_same_objects_in_the_package_and_their_module(
 def test_every_exported_name_exists_and_calibrations_share_one_family():
     for name in gibbs_package.__all__:
         assert hasattr(gibbs_package, name), name
+    listed = [name for names in PUBLIC.values() for name in names]
+    assert sorted(listed) == sorted(gibbs_package.__all__)
     calibrations = {n for n in gibbs_package.__all__ if "calibrat" in n}
     assert calibrations == {
         "calibrate_plugin",
@@ -73,4 +75,4 @@ def test_the_stan_backend_of_gpc_is_its_own_module_without_an_import_cycle():
         assert getattr(stan, name).__module__ == "stanflow.gibbs.gpc_stan", name
     for name in ("reweight_evaluator", "resample_evaluator", "StanGibbs"):
         assert not hasattr(gpc, name)
-    assert "stanflow.gibbs.gpc " not in open(stan.__file__).read()  # gpc_stan never imports gpc
+    assert "stanflow.gibbs.gpc " not in Path(stan.__file__).read_text()  # gpc_stan never imports gpc

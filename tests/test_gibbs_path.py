@@ -26,7 +26,13 @@ import pytest
 from scipy import stats
 
 from stanflow import arviz_compat
-from stanflow.gibbs import GridBackend, grid, linear_program, location_program, log_prior_on_grid
+from stanflow.gibbs import (
+    GridBackend,
+    grid,
+    linear_program,
+    location_program,
+    log_prior_on_grid,
+)
 from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, grid_coverage
 from stanflow.gibbs.path import LearningRatePath, gibbs_path
 from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic

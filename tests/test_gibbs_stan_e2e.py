@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from stanflow import arviz_compat
-from stanflow.gibbs import grid, linear_program, location_program, log_prior_on_grid, posterior
+from stanflow.gibbs import (
+    grid,
+    linear_program,
+    location_program,
+    log_prior_on_grid,
+    posterior,
+)
 from stanflow.gibbs.templates import LOSS_SIGNATURE
 from stanflow.losses import LOSSES, loss_function
 from stanflow.models import CompileError, compile_model

@@ -168,6 +168,8 @@ class TemplateProgram(LossProgram):
         self.lower = np.broadcast_to(np.asarray(data["lower_bound"], float), (K,)).copy()
         self.upper = np.broadcast_to(np.asarray(data["upper_bound"], float), (K,)).copy()
         self.exact_prior = _box_prior(prior, self.prior_params, self.lower, self.upper)
+        if not is_slot_file(loss):
+            _check_numpy_loss(get_loss(loss), tuple(self.loss_params), self.y)
         loss_file = _stan_file(loss, get_loss, "loss")
         prior_file = _stan_file(prior, get_prior, "prior")
         try:
@@ -277,6 +279,9 @@ class TemplateProgram(LossProgram):
 
         ``bandwidth``: the kernel's, default Silverman's rule on the residuals.
         """
+        if self.n < 2:
+            raise ValueError(
+                f"y: the plug-in's curvature needs n >= 2 observations, got n = {self.n}")
         terms = self.loss_terms(estimate.theta)
         if bandwidth is None:
             h, curvature = float(silverman_bandwidth(terms.residual)), "kernel (silverman)"
@@ -446,6 +451,22 @@ def glm_minimiser(
     return start
 
 
+def _check_numpy_loss(loss: Loss, params: tuple[float, ...], y: np.ndarray) -> None:
+    """A :class:`Loss`'s NumPy value must broadcast as ``value(y, f, *params)``."""
+    try:
+        probe = np.asarray(loss.value(y[None, :1], np.zeros((1, 1)), *params), dtype=float)
+    except TypeError as err:
+        raise TypeError(
+            f"loss: {loss.name!r}.value must be callable as value(y, f, *params) with "
+            f"{len(params)} parameter(s), broadcasting y against f ({err})"
+        ) from None
+    if probe.shape != (1, 1):
+        raise ValueError(
+            f"loss: {loss.name!r}.value must return the broadcast shape of y and f, "
+            f"got {probe.shape} for shapes (1, 1) and (1, 1)"
+        )
+
+
 def _box_prior(prior: PriorSpec, params: np.ndarray, lower: np.ndarray,
                upper: np.ndarray) -> BoxPrior | None:
     name = prior.name if isinstance(prior, Prior) else prior
@@ -468,10 +489,14 @@ def _params(spec: Any, given: Params, lookup: Callable[[Any], Loss | Prior], kin
     if not is_slot_file(spec):
         return np.array(lookup(spec).bind(given), dtype=float)
     path = _stan_file(spec, lookup, kind)
+    if isinstance(given, (str, bytes)):
+        raise TypeError(f"{argument} must be a sequence of numbers for a {kind} file, got {given!r}")
     try:
         return np.array(check_vector(path, given, argument), dtype=float)
     except TypeError:
-        raise ValueError(f"{argument} must be numbers for a {kind} file, got {given!r}") from None
+        raise TypeError(
+            f"{argument} must be a sequence of numbers for a {kind} file, got {given!r}"
+        ) from None
 
 
 def _bounds(bounds: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:
