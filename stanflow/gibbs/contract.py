@@ -35,8 +35,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from stanflow.models.templates import origin_note, render_with_origins
 from stanflow.models.cache import CompileError
+from stanflow.models.templates import origin_note, render_with_origins
 
 CONTRACT_PAGE = "docs/your-own-model.md"
 """The contract's documentation, named in every contract error."""

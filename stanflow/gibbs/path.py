@@ -38,6 +38,7 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.gibbs.path_read import default_omegas, functionals
 from stanflow.gibbs.path_target import PathTarget
 from stanflow.gibbs.program import LossProgram
 from stanflow.qpaths.kernels import (
@@ -50,7 +51,7 @@ from stanflow.qpaths.kernels import (
     resample,
     rwm_moves,
 )
-from stanflow.qpaths.qmath import log_incremental_weight, log_qpath
+from stanflow.qpaths.qmath import log_incremental_weight
 
 MOVES = ("rwm", "nuts")
 MIN_PARTICLES_PER_PARAMETER = 50
@@ -76,7 +77,8 @@ class PathLevel(NamedTuple):
         Their prior log densities (normalised on the box).
     log_z : float
         ``log`` of the level's normalising constant relative to the prior,
-        ``log int pi exp(g_k)``, with ``g_k`` from :func:`log_level_density`;
+        ``log int pi exp(g_k)``, with ``g_k`` from
+        :func:`~stanflow.gibbs.path_read.log_level_density`;
         ``log Z_n(omega)`` on the geometric path.
     log_z_var : float
         Its variance estimate, ``sum_k (1/ESS_k - 1/N)`` over the steps so far
@@ -96,35 +98,6 @@ class PathLevel(NamedTuple):
     log_z_var: float
     ess: float
     acceptance: float
-
-
-def log_level_density(
-    loss: np.ndarray, omega: float, omega_max: float, q: float
-) -> np.ndarray:
-    """``g = log pi_{beta,q} - log pi`` of a level, up to its constant.
-
-    With the prior ``pi`` as base and the Gibbs posterior at ``omega_max`` as
-    target, the q-path density relative to the prior depends on the losses
-    only: ``log_qpath(0, -omega_max L, omega / omega_max, q)``, which is
-    ``-omega L`` at ``q = 1``.
-
-    Parameters
-    ----------
-    loss : ndarray, shape (N,)
-        Total losses ``L_n``.
-    omega : float
-        The level's position, in ``[0, omega_max]``.
-    omega_max : float
-    q : float
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    if q == 1:
-        return -omega * loss
-    beta = min(1.0, omega / omega_max)
-    return log_qpath(np.zeros_like(loss), -omega_max * loss, beta, q)
 
 
 def initial_level(rng: np.random.Generator, target: PathTarget, n_particles: int) -> PathLevel:
@@ -431,8 +404,6 @@ def gibbs_path(
         Naming the argument, before any sampling: ``omega_max <= 0``, too few
         particles for the number of parameters.
     """
-    from stanflow.gibbs.path_read import default_omegas, functionals
-
     omega_max = check_omega_max(omega_max)
     path = LearningRatePath(
         program, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,

@@ -50,7 +50,8 @@ from scipy.special import ndtr
 from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.gpc import bootstrap_indices
-from stanflow.gibbs.path import LearningRatePath, log_level_density
+from stanflow.gibbs.path import LearningRatePath
+from stanflow.gibbs.path_read import log_level_density
 from stanflow.gibbs.reweighting import resample_counts
 
 _BLAS = ThreadpoolController()

@@ -8,7 +8,7 @@ schedule point ``k`` at or below it by self-normalised importance weights
     log w_i = -omega L_n(theta_i) - g_k(theta_i),
 
 ``g_k`` the level's log density relative to the prior
-(:func:`~stanflow.gibbs.path.log_level_density`; ``-omega_k L_n`` on the
+(:func:`log_level_density`; ``-omega_k L_n`` on the
 geometric path, so ``w ∝ exp(-(omega - omega_k) L_n)``, bounded). On the
 geometric path the adaptive schedule keeps the Kish effective sample size of
 these weights at or above ``target_ess * N`` up to the next schedule point, so
@@ -33,7 +33,36 @@ from typing import NamedTuple
 import numpy as np
 import xarray as xr
 
-from stanflow.gibbs.path import log_level_density
+from stanflow.qpaths.qmath import log_qpath
+
+
+def log_level_density(
+    loss: np.ndarray, omega: float, omega_max: float, q: float
+) -> np.ndarray:
+    """``g = log pi_{beta,q} - log pi`` of a level, up to its constant.
+
+    With the prior ``pi`` as base and the Gibbs posterior at ``omega_max`` as
+    target, the q-path density relative to the prior depends on the losses
+    only: ``log_qpath(0, -omega_max L, omega / omega_max, q)``, which is
+    ``-omega L`` at ``q = 1``.
+
+    Parameters
+    ----------
+    loss : ndarray, shape (N,)
+        Total losses ``L_n``.
+    omega : float
+        The level's position, in ``[0, omega_max]``.
+    omega_max : float
+    q : float
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    if q == 1:
+        return -omega * loss
+    beta = min(1.0, omega / omega_max)
+    return log_qpath(np.zeros_like(loss), -omega_max * loss, beta, q)
 
 
 class Reweighted(NamedTuple):

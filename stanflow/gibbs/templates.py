@@ -41,7 +41,12 @@ from scipy import special, stats
 from scipy.optimize import minimize
 
 from stanflow.gibbs.estimate import Estimate
-from stanflow.gibbs.loss_terms import LossTerms, python_terms, stan_location_risk, stan_terms
+from stanflow.gibbs.loss_terms import (
+    LossTerms,
+    python_terms,
+    stan_location_risk,
+    stan_terms,
+)
 from stanflow.gibbs.plugin import (
     location_estimate,
     sensitivity_from_terms,
