@@ -5,10 +5,12 @@
    ``bench/gibbs_gpc.py``) on ``--replications`` data sets, both from omega0 = 1, side by
    side in one run (the order alternates per replication):
 
-   - path: ``LearningRatePath`` (4000 particles, 3 random-walk moves per schedule
-     point, NumPy check loss) + ``path_gpc`` (root of the bootstrap coverage);
-   - reweight: ``calibrate_gpc(backend="stan")`` with its defaults (one Stan proposal
-     of 20000 draws through the run layer, Robbins-Monro steps, eps = 0.01, 16 steps).
+   - path: ``LearningRatePath`` of the linear template's loss program (4000 particles,
+     3 random-walk moves per schedule point, the check loss from the program in
+     process) + ``path_gpc`` (root of the bootstrap coverage);
+   - reweight: ``calibrate_gpc(program, backend=StanBackend())`` with its defaults (one
+     Stan proposal of 20000 draws through the run layer, Robbins-Monro steps,
+     eps = 0.01, 16 steps).
 
    Accuracy: distance to each data set's bootstrap fixed point, GPC's own rule with
    eps = 0 and up to 200 steps (reweight design; not timed).

@@ -338,3 +338,18 @@ def test_a_loss_objects_numpy_value_is_checked_when_its_program_is_made():
     wrong = Loss("two_argument", get_loss("absolute").stan_file, value, value, value, jump=2.0)
     with pytest.raises(TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"):
         location_program(y, loss=wrong, bounds=(0, 8))
+
+
+def test_only_bounded_coordinates_are_clipped_on_the_unconstrained_scale():
+    from stanflow.gibbs.path_target import LOGIT_LIMIT, PathTarget
+
+    y = np.random.default_rng(0).normal(size=20)
+    X = np.column_stack([np.ones(20), y])
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10}, bounds=([0, -np.inf], [8, np.inf]))
+    target = PathTarget(program)
+    z = np.array([[8.0, 45.1], [4.0, -60.0]])
+    u = target.unconstrained(z)
+    assert u[0, 0] == LOGIT_LIMIT and u[1, 0] == pytest.approx(0.0)
+    np.testing.assert_array_equal(u[:, 1], z[:, 1])  # unbounded: the identity, never clipped
+    np.testing.assert_allclose(target.total_loss(z[1:]), np.sum((y - X @ z[1]) ** 2), rtol=1e-12)

@@ -39,8 +39,8 @@ PRIOR_THIN = 2
 MAX_PRIOR_RHAT = 1.1
 PRIOR_WARMUP = 500
 LOGIT_LIMIT = 40.0
-"""Unconstrained box coordinates are clipped to ``+-40``: a draw on a bound (of
-probability zero, but possible in floating point) stays finite."""
+"""Unconstrained coordinates of bounded parameters are clipped to ``+-40``: a draw
+on a bound (of probability zero, but possible in floating point) stays finite."""
 
 
 class PathTarget:
@@ -121,7 +121,10 @@ class PathTarget:
         z = self._check(z)
         if self.box is None:
             return z
-        return np.clip(unconstrain(z, self.box.lower, self.box.upper), -LOGIT_LIMIT, LOGIT_LIMIT)
+        lower, upper = self.box.lower, self.box.upper
+        u = unconstrain(z, lower, upper)
+        bounded = np.isfinite(lower) | np.isfinite(upper)
+        return np.where(bounded, np.clip(u, -LOGIT_LIMIT, LOGIT_LIMIT), u)
 
     def describe(self) -> dict[str, Any]:
         """What the path records of its target."""

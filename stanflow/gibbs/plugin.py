@@ -32,6 +32,7 @@ program gets them from Stan's gradients in process
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -346,6 +347,10 @@ def replicate_location_plugin(
             "bandwidth": ("replicate", h),
         },
         coords={"param": ["theta"], "param2": ["theta"]},
-        attrs={"method": "plugin", "formula": "tr(H J^-1 H) / tr(H)", "loss": loss.name,
+        attrs={"method": "plugin", "formula": "tr(H J^-1 H) / tr(H)", "template": "location",
+               "loss": loss.name,
+               "loss_params": json.dumps(dict(zip([p.name for p in loss.params], params))),
+               "derivatives": "numpy",
+               "curvature": "kernel (silverman)" if bandwidth is None else "kernel (given)",
                "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given"},
     )
