@@ -290,9 +290,13 @@ def test_safebayes_of_a_program_follows_the_conjugate_closed_form(cmdstan):
     # The first score is the prior predictive's, the same for every eta (the sweeps share
     # their prior draws), and its Monte Carlo error under a diffuse prior is large; the
     # choice of eta depends on the differences between learning rates only.
-    for variant in ("r-log", "i-log"):
+    # The R-log sums carry their Monte Carlo standard errors: the gap to the closed form
+    # may be 3 of them (of the difference of two independent sweeps) beyond 6 %.
+    mcse = found["cumulative_r_log_mcse"].values
+    assert np.all((mcse > 0) & (mcse < 2.0)), mcse
+    for variant, allowed in (("r-log", 3 * np.hypot(mcse, mcse[-1])), ("i-log", 1.0)):
         ours = found["cumulative_loss"].sel(variant=variant).values
         truth = exact["cumulative_loss"].sel(variant=variant).values
         gap = np.abs((ours - ours[-1]) - (truth - truth[-1]))
-        assert np.all(gap <= 0.06 * np.abs(truth - truth[-1]) + 1.0), (variant, gap)
+        assert np.all(gap <= 0.06 * np.abs(truth - truth[-1]) + allowed), (variant, gap, mcse)
     assert float(found["omega"].sel(variant="r-log")) == float(exact["omega"].sel(variant="r-log"))

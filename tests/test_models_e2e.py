@@ -11,11 +11,10 @@ import textwrap
 import uuid
 from pathlib import Path
 
-import cmdstanpy
 import pytest
 
 from stanflow import models, toolchain
-from stanflow.models import CompileError, cache_key, compile_model, program_path, render
+from stanflow.models import CompileError, cache_key, compile_model, executables, program_path, render
 from stanflow.workflows import DATA_DIR
 
 REPO_DIR = Path(__file__).resolve().parent.parent
@@ -83,9 +82,9 @@ def test_cache_hit_does_not_recompile(eight_schools, monkeypatch):
     mtime = exe.stat().st_mtime_ns
 
     def recompiles(*args, **kwargs):
-        raise AssertionError("compile_stan_file called on a cache hit")
+        raise AssertionError("make called on a cache hit")
 
-    monkeypatch.setattr(cmdstanpy, "compile_stan_file", recompiles)
+    monkeypatch.setattr(executables, "_make", recompiles)
     again = compile_model(program_path("models/eight_schools_noncentered"))
 
     assert again.exe_file == eight_schools.exe_file
@@ -123,17 +122,16 @@ def test_concurrent_compiles_of_one_model_compile_once(cmdstan, tmp_path):
     script = textwrap.dedent(
         """
         import sys
-        import cmdstanpy
-        from stanflow.models import compile_model
+        from stanflow.models import compile_model, executables
 
-        real = cmdstanpy.compile_stan_file
+        real = executables._make
 
         def counting(*args, **kwargs):
             with open(sys.argv[3], "a") as f:
                 f.write("compile\\n")
             return real(*args, **kwargs)
 
-        cmdstanpy.compile_stan_file = counting
+        executables._make = counting
         model = compile_model(sys.argv[1], slots={"loss.stanfunctions": sys.argv[2]})
         print(model.exe_file)
         """

@@ -188,8 +188,12 @@ def calibrate_safebayes(
     Results
         Group ``calibration``: ``omega`` (dim ``variant``: the chosen ``eta``
         for ``r-log`` and ``i-log``), ``cumulative_loss`` (dims ``variant``,
-        ``eta``), and by ``eta`` the sweeps' ``resamplings``, ``min_ess`` and
-        ``acceptance``; attributes ``method = "safebayes"``, ``reference``,
+        ``eta``), and by ``eta`` the Monte Carlo standard error of the
+        cumulative R-log loss's differences between learning rates,
+        ``cumulative_r_log_mcse`` (the terms after the first, the prior
+        predictive's, which every ``eta`` shares; their errors added as if
+        independent), and the sweeps' ``resamplings``, ``min_ess``
+        and ``acceptance``; attributes ``method = "safebayes"``, ``reference``,
         the sampler's settings and the program's record.
     """
     if not isinstance(program, LossProgram):
@@ -210,6 +214,7 @@ def calibrate_safebayes(
         {
             "omega": (("variant",), chosen),
             "cumulative_loss": (("variant", "eta"), cumulative),
+            "cumulative_r_log_mcse": (("eta",), np.sqrt((scores.r_log_se[:, 1:] ** 2).sum(axis=1))),
             "resamplings": (("eta",), scores.resamplings),
             "min_ess": (("eta",), scores.min_ess),
             "acceptance": (("eta",), scores.acceptance),

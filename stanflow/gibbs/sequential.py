@@ -26,6 +26,7 @@ sweep's diagnostics.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +48,11 @@ class Scores(NamedTuple):
     ----------
     r_log : ndarray, shape (E, n)
         ``E_{pi_{eta, i-1}}[l_i]``.
+    r_log_se : ndarray, shape (E, n)
+        The Monte Carlo standard error of each ``r_log`` term, the weighted
+        particles' ``sqrt(sum_j w_j^2 (l_ij - r_log_i)^2)`` (self-normalised
+        importance sampling; it does not count the correlation that resampling
+        leaves between particles, so it is a lower bound in spirit).
     i_log : ndarray, shape (E, n)
         ``l_i`` at the posterior mean of the parameters given ``1..i-1``.
     resamplings : ndarray of int, shape (E,)
@@ -58,6 +64,7 @@ class Scores(NamedTuple):
     """
 
     r_log: np.ndarray
+    r_log_se: np.ndarray
     i_log: np.ndarray
     resamplings: np.ndarray
     min_ess: np.ndarray
@@ -99,7 +106,7 @@ def sequential_scores(
     losses0 = target.pointwise_loss(z0)
     log_prior0 = target.log_prior(z0)
     n, E = target.n, len(etas)
-    r_log, i_log = np.empty((E, n)), np.empty((E, n))
+    r_log, r_log_se, i_log = np.empty((E, n)), np.empty((E, n)), np.empty((E, n))
     resamplings, min_ess, acceptance = np.zeros(E, int), np.full(E, float(n_particles)), np.zeros(E)
     with _BLAS.limit(limits=1, user_api="blas"):
         for e, eta in enumerate(etas):
@@ -114,6 +121,7 @@ def sequential_scores(
                 w = np.exp(log_w - log_w.max())
                 w /= w.sum()
                 r_log[e, i] = w @ losses[:, i]
+                r_log_se[e, i] = math.sqrt(w**2 @ (losses[:, i] - r_log[e, i]) ** 2)
                 means[i] = w @ theta
                 log_w = log_w - eta * losses[:, i]
                 step_ess = ess(log_w)
@@ -128,7 +136,7 @@ def sequential_scores(
                     accepted.append(rate)
             acceptance[e] = float(np.mean(accepted)) if accepted else np.nan
             i_log[e] = _losses_at_means(target, means)
-    return Scores(r_log, i_log, resamplings, min_ess, acceptance)
+    return Scores(r_log, r_log_se, i_log, resamplings, min_ess, acceptance)
 
 
 def _losses_at_means(target: PathTarget, means: np.ndarray, block: int = 256) -> np.ndarray:

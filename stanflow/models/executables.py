@@ -110,16 +110,11 @@ def compile_model(
     def build(folder: Path) -> None:
         stan_file = folder / f"{name}.stan"
         stan_file.write_text(code)
+        # make in the installation's folder as a child's working directory: cmdstanpy's
+        # compile changes the process's, which breaks relative paths in other threads.
+        root = Path(cmdstanpy.cmdstan_path()) if own is None else own
         try:
-            if own is None:
-                cmdstanpy.compile_stan_file(
-                    stan_file,
-                    force=True,
-                    stanc_options=stanc or None,
-                    cpp_options=cpp or None,
-                )
-            else:
-                _make(own, stan_file.with_suffix(""), cpp, stanc)
+            _make(root, stan_file.with_suffix(""), cpp, stanc)
         except ValueError as err:
             console = str(err).split("Console:\n", 1)[-1]
             raise CompileError(
