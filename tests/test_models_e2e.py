@@ -14,7 +14,14 @@ from pathlib import Path
 import pytest
 
 from stanflow import models, toolchain
-from stanflow.models import CompileError, cache_key, compile_model, executables, program_path, render
+from stanflow.models import (
+    CompileError,
+    cache_key,
+    compile_model,
+    executables,
+    program_path,
+    render,
+)
 from stanflow.workflows import DATA_DIR
 
 REPO_DIR = Path(__file__).resolve().parent.parent

@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from gibbs_template_data import CAUCHY, linear_data, location_data  # noqa: E402
 
 from stanflow import arviz_compat
 from stanflow.gibbs import (
@@ -28,8 +29,6 @@ from stanflow.gibbs import (
 )
 from stanflow.gibbs.gpc import risk_minimiser
 from stanflow.losses import loss_function
-
-from gibbs_template_data import CAUCHY, linear_data, location_data  # noqa: E402
 
 OUT = Path(__file__).with_name("gibbs_templates.json")
 def calibration(result) -> dict:
