@@ -12,7 +12,7 @@ from stanflow.workflows import list_workflows, run_workflow
 
 KEYS = {
     "spatial_median": {"omega_star", "omega", "coverage", "coverage_se", "coverage_asymptotic",
-                       "wbb_cov_ratio"},
+                       "wbb_cov_ratio", "wbb_unconverged_share"},
     "power_normal": {"log_z_max_abs_error", "mean_max_abs_error", "sd_max_rel_error", "nuts"},
     "nonlinear_median": {"omega_star", "omega", "coverage", "coverage_se"},
     "safebayes": {"eta", "eta_closed_form", "risk_ratio"},
@@ -40,6 +40,7 @@ def test_own_model_quick(tmp_path, cmdstan):
     for rule in ("plugin", "holmes_walker"):
         assert abs(spatial["omega"][rule] / spatial["omega_star"] - 1) < 1 / 3, rule
     assert 2 / 3 < spatial["wbb_cov_ratio"] < 4 / 3
+    assert 0 <= spatial["wbb_unconverged_share"] < 0.01
     normal = summary["power_normal"]
     assert normal["log_z_max_error_in_se"] < 4
     assert normal["nuts"]["mean_error_in_mcse"] < 4
