@@ -56,6 +56,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 from numpy.polynomial import legendre
 
 from stanflow import arviz_compat
@@ -83,6 +84,7 @@ DESCRIPTION = (
 )
 
 SEED = 20261202
+OMEGA_TICKS = (0.2, 0.3, 0.5, 1.0, 2.0)
 CHI2_2_95 = 5.991464547107979
 """The 0.95 quantile of chi-squared with 2 degrees of freedom."""
 GAMMA_MEDIAN = 1.6783469900166608
@@ -519,15 +521,20 @@ def figure(summary: dict, normal: dict, safe: list[dict], path: Path) -> None:
             ax.errorbar([omega], [part["coverage"][name]], yerr=[2 * part["coverage_se"][name]],
                         fmt="o", capsize=3, label=f"{name} ({part['datasets']} data sets)")
         ax.axhline(1 - ALPHA, color="grey", ls=":", lw=1)
+        ax.axvline(part["omega_star"], color="grey", ls="--", lw=1, label="omega*")
         ax.set(xscale="log", xlabel="omega (median over data sets)", ylabel="coverage of theta*",
                title=key.replace("_", " "))
+        ax.set_xticks(OMEGA_TICKS, labels=[f"{t:g}" for t in OMEGA_TICKS])
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.legend(fontsize=7)
     path_record = normal["path"]
     omega = np.array(path_record["omega"])
-    axes[2].plot(omega, path_record["log_z_exact"], "k-", lw=1, label="closed form")
-    axes[2].errorbar(omega, path_record["log_z"], yerr=2 * np.array(path_record["log_z_se"]),
-                     fmt=".", label="path (2 se)")
-    axes[2].set(xlabel="omega", ylabel="log Z(omega)", title="power posterior of a normal mean")
+    axes[2].axhline(0.0, color="k", lw=1, label="closed form")
+    axes[2].errorbar(omega, np.subtract(path_record["log_z"], path_record["log_z_exact"]),
+                     yerr=2 * np.array(path_record["log_z_se"]), fmt="o", capsize=3,
+                     label="path (2 se)")
+    axes[2].set(xlabel="omega", ylabel="log Z(omega): path - closed form",
+                title="power posterior of a normal mean")
     axes[2].legend(fontsize=7)
     etas = np.array(summary["settings"]["safebayes"]["etas"])
     for record in safe:
@@ -537,7 +544,8 @@ def figure(summary: dict, normal: dict, safe: list[dict], path: Path) -> None:
         axes[3].plot(etas, exact - exact.min(), "k:", alpha=0.6)
     axes[3].plot([], [], "C0-", label="program (SMC)")
     axes[3].plot([], [], "k:", label="closed form")
-    axes[3].set(xscale="log", yscale="symlog", xlabel="eta",
+    axes[3].set_yscale("symlog", linthresh=1.0)
+    axes[3].set(xscale="log", xlabel="eta", ylim=(0, None),
                 ylabel="cumulative R-log - its minimum", title="SafeBayes, easy points")
     axes[3].legend(fontsize=7)
     fig.tight_layout()
