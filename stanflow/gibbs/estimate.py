@@ -16,15 +16,13 @@ Nelder-Mead from least squares for coefficients;
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import minimize
 
+from stanflow.gibbs.loss_functions import LossFunctions
 from stanflow.lbfgs import CONVERGED, minimise_batch
-
-if TYPE_CHECKING:
-    from stanflow.gibbs.program import LossProgram
 
 INIT_RADIUS = 2.0
 """Starts are uniform on ``(-2, 2)`` in every unconstrained coordinate, as Stan's
@@ -56,12 +54,12 @@ class Estimate(NamedTuple):
     method: str
 
 
-def risk_minimiser(program: LossProgram, *, seed: int = 0) -> Estimate:
+def risk_minimiser(program: LossFunctions, *, seed: int = 0) -> Estimate:
     """Minimise the program's total loss over its parameters.
 
     Parameters
     ----------
-    program : LossProgram
+    program : LossFunctions
     seed : int, default 0
         Seed of the random starts.
 
@@ -97,7 +95,7 @@ def risk_minimiser(program: LossProgram, *, seed: int = 0) -> Estimate:
     return Estimate(theta, u, risk, method)
 
 
-def _nelder_mead(program: LossProgram, u: np.ndarray) -> tuple[np.ndarray, float]:
+def _nelder_mead(program: LossFunctions, u: np.ndarray) -> tuple[np.ndarray, float]:
     """Nelder-Mead from ``u``, restarted once from its own end."""
 
     def objective(point: np.ndarray) -> float:

@@ -36,12 +36,11 @@ matrices) on the unconstrained scale, and the result says which.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from stanflow.gibbs.program import LossProgram
+from stanflow.gibbs.loss_functions import LossFunctions
 
 KINK_TOLERANCE = 0.1
 """Relative (Frobenius) difference between the exact and the one-standard-error
@@ -77,12 +76,12 @@ class Sandwich(NamedTuple):
     gradients: np.ndarray
 
 
-def sandwich(program: LossProgram, u: np.ndarray, *, steps: np.ndarray | None = None) -> Sandwich:
+def sandwich(program: LossFunctions, u: np.ndarray, *, steps: np.ndarray | None = None) -> Sandwich:
     """``H`` and ``J`` of ``program`` at the unconstrained point ``u`` (the estimate).
 
     Parameters
     ----------
-    program : LossProgram
+    program : LossFunctions
     u : ndarray, shape (D,)
         The risk minimiser on Stan's unconstrained scale.
     steps : ndarray, shape (D,), optional
@@ -126,7 +125,7 @@ def sandwich(program: LossProgram, u: np.ndarray, *, steps: np.ndarray | None = 
     return Sandwich(0.5 * (H + H.T), J, "constrained", curvature, h, G @ inverse)
 
 
-def loss_jacobian(program: LossProgram, u: np.ndarray, steps: np.ndarray) -> np.ndarray:
+def loss_jacobian(program: LossFunctions, u: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """``d l_i / d u_k`` at ``u`` by central differences, shape ``(n, D)``."""
     D = len(u)
     points = np.concatenate([u + np.diag(steps), u - np.diag(steps)])
@@ -134,7 +133,7 @@ def loss_jacobian(program: LossProgram, u: np.ndarray, steps: np.ndarray) -> np.
     return ((losses[:D] - losses[D:]) / (2 * steps[:, None])).T
 
 
-def hessian(program: LossProgram, u: np.ndarray, steps: np.ndarray) -> np.ndarray:
+def hessian(program: LossFunctions, u: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """Central differences of the total loss's gradient at ``u``, symmetrised, shape ``(D, D)``."""
     D = len(u)
     points = np.concatenate([u + np.diag(steps), u - np.diag(steps)])
@@ -143,7 +142,7 @@ def hessian(program: LossProgram, u: np.ndarray, steps: np.ndarray) -> np.ndarra
     return 0.5 * (H + H.T)
 
 
-def constrain_jacobian(program: LossProgram, u: np.ndarray) -> np.ndarray | None:
+def constrain_jacobian(program: LossFunctions, u: np.ndarray) -> np.ndarray | None:
     """``d theta / d u`` at ``u`` by central differences, or None when the shapes differ."""
     if len(program.names) != program.dim:
         return None
@@ -154,7 +153,7 @@ def constrain_jacobian(program: LossProgram, u: np.ndarray) -> np.ndarray | None
 
 
 def _curvature(
-    program: LossProgram, u: np.ndarray, J: np.ndarray, tiny: np.ndarray
+    program: LossFunctions, u: np.ndarray, J: np.ndarray, tiny: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, str]:
     n = program.n
     exact = hessian(program, u, tiny) / n
