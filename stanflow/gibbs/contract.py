@@ -25,18 +25,19 @@ Docs: ``docs/your-own-model.md``.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import re
-import subprocess
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from stanflow.models.cache import CompileError
-from stanflow.models.templates import origin_note, render_with_origins
+from stanflow.models.source import (
+    block_lines,
+    check_compiles,
+    move_to_parameters,
+    read_source,
+)
 
 CONTRACT_PAGE = "docs/your-own-model.md"
 """The contract's documentation, named in every contract error."""
@@ -45,8 +46,6 @@ WEIGHTS = "weights"
 OMEGA_DECLARATION = "real<lower=0> omega;"
 WEIGHTS_DECLARATION = "vector<lower=0>[N] weights;"
 
-_FORMAT_WIDTH = "10000"
-"""``--max-line-length`` for the formatter: every declaration on one line."""
 _OMEGA_LINE = re.compile(r"^\s*real(?:<.*>)?\s+omega;\s*(?://.*)?$")
 _WEIGHTS_LINE = re.compile(r"^\s*vector(?:<.*>)?\[(?P<size>.+)\]\s+weights;\s*(?://.*)?$")
 
@@ -145,17 +144,13 @@ def read_program(
             path, "a loss program is a complete Stan program, a .stan file "
             "(a loss of (y, f) alone is a .stanfunctions slot file: docs/your-own-loss.md)"
         )
-    rendered, origins = render_with_origins(path, include_paths=include_paths, slots=slots)
-    try:
-        code, info = _described(path, rendered, stanc)
-    except CompileError as err:
-        raise CompileError(f"{err}{origin_note(err.console, origins)}", err.console) from None
+    code, info = read_source(path, stanc, include_paths=include_paths, slots=slots)
     inputs, parameters = info["inputs"], info["parameters"]
     _check_declaration(path, inputs, OMEGA, 0, OMEGA_DECLARATION)
     _check_declaration(path, inputs, WEIGHTS, 1, WEIGHTS_DECLARATION)
     if not parameters:
         raise contract_error(path, "the program has no parameters block (theta)")
-    block = _block(code, "data")
+    block = block_lines(code, "data")
     omega_lines = [line for line in block if _OMEGA_LINE.match(line)]
     weights_lines = [m for line in block if (m := _WEIGHTS_LINE.match(line))]
     if len(omega_lines) != 1:
@@ -181,21 +176,11 @@ def evaluation_form(source: ProgramSource) -> str:
     weights)`` and one loaded program serves every learning rate and weight
     vector.
     """
-    lines = source.code.splitlines()
-    out: list[str] = []
-    block = None
-    for line in lines:
-        opening = re.match(r"^(\w[\w ]*\w|\w+) \{$", line)
-        if opening:
-            block = opening.group(1)
-        if block == "data" and (_OMEGA_LINE.match(line) or _WEIGHTS_LINE.match(line)):
-            continue
-        if block == "parameters" and line == "}":
-            out += [f"  real {OMEGA};", f"  vector[{source.weights_size}] {WEIGHTS};"]
-        if line == "}":
-            block = None
-        out.append(line)
-    return "\n".join(out) + "\n"
+    return move_to_parameters(
+        source.code,
+        lambda line: bool(_OMEGA_LINE.match(line) or _WEIGHTS_LINE.match(line)),
+        [f"real {OMEGA};", f"vector[{source.weights_size}] {WEIGHTS};"],
+    )
 
 
 def check_evaluation_form(source: ProgramSource, code: str, stanc: Path) -> None:
@@ -208,12 +193,8 @@ def check_evaluation_form(source: ProgramSource, code: str, stanc: Path) -> None
         parameters: they are then used where only data may be (transformed
         data, a size, a ``data``-qualified argument).
     """
-    key = (hashlib.sha256(code.encode()).hexdigest(), str(stanc))
-    if key in _CHECKED:
-        return
     try:
-        _stanc_info(source.path, code, stanc)
-        _CHECKED.add(key)
+        check_compiles(source.path, code, stanc)
     except CompileError as err:
         raise contract_error(
             source.path,
@@ -233,47 +214,3 @@ def _check_declaration(path: Path, inputs: dict, name: str, dims: int, declarati
             path, f"`{name}` must be declared `{declaration}`, found a {found['type']} with "
             f"{found['dimensions']} dimension(s)"
         )
-
-
-def _block(code: str, name: str) -> list[str]:
-    """The lines inside the top-level block ``name`` of formatted code."""
-    lines = code.splitlines()
-    try:
-        start = lines.index(f"{name} {{")
-    except ValueError:
-        return []
-    end = lines.index("}", start)
-    return lines[start + 1 : end]
-
-
-def _described(path: Path, rendered: str, stanc: Path) -> tuple[str, dict]:
-    """The formatted program and its ``--info``, once per content in a process."""
-    key = (hashlib.sha256(rendered.encode()).hexdigest(), str(stanc))
-    if key not in _DESCRIBED:
-        code = _run_stanc(path, rendered, stanc,
-                          ["--auto-format", f"--max-line-length={_FORMAT_WIDTH}"])
-        _DESCRIBED[key] = (code, _stanc_info(path, code, stanc))
-    code, info = _DESCRIBED[key]
-    return code, json.loads(json.dumps(info))
-
-
-_DESCRIBED: dict[tuple[str, str], tuple[str, dict]] = {}
-_CHECKED: set[tuple[str, str]] = set()
-
-
-def _stanc_info(path: Path, code: str, stanc: Path) -> dict:
-    return json.loads(_run_stanc(path, code, stanc, ["--info"]))
-
-
-def _run_stanc(path: Path, code: str, stanc: Path, flags: list[str]) -> str:
-    with tempfile.TemporaryDirectory(prefix="stanflow-contract-") as folder:
-        file = Path(folder) / path.name
-        file.write_text(code)
-        result = subprocess.run(
-            [str(stanc), *flags, f"--filename-in-msg={path}", str(file)],
-            capture_output=True, text=True, check=False,
-        )
-    if result.returncode != 0:
-        console = result.stdout + result.stderr
-        raise CompileError(f"Stan program {path} does not compile:\n{console}", console)
-    return result.stdout

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -64,6 +63,7 @@ from stanflow.models import (
     log_density_rows,
     unconstrain_rows,
 )
+from stanflow.models.source import cmdstan_name, model_name
 from stanflow.toolchain import installer
 
 ROW_BUDGET = 2**21
@@ -73,7 +73,6 @@ CHECK_POINTS = 3
 INIT_TRIES = 100
 LINEARITY_RTOL = 1e-8
 """Relative tolerance of the check that the target is linear in the weights."""
-_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
 class LossProgram:
@@ -148,7 +147,7 @@ class LossProgram:
         self.source = read_program(stan_file, stanc, include_paths=self.include_paths,
                                    slots=self.slots)
         self.data = _check_data(self.source, data)
-        self.name = _model_name(name, self.source.path)
+        self.name = model_name(name, self.source.path)
         self.threads = threads
         code = evaluation_form(self.source)
         check_evaluation_form(self.source, code, stanc)
@@ -163,7 +162,7 @@ class LossProgram:
         if self.n < 1:
             raise contract_error(self.source.path, "weights has no entries: there are no observations")
         self.dim = unc - 1 - self.n
-        self.names = [_cmdstan_name(label) for label in constrained[: len(constrained) - 1 - self.n]]
+        self.names = [cmdstan_name(label) for label in constrained[: len(constrained) - 1 - self.n]]
         self._executables: dict[str, cmdstanpy.CmdStanModel] = {}
         self._check_contract()
 
@@ -588,16 +587,3 @@ def _check_data(source: ProgramSource, data: Mapping[str, Any] | None) -> dict[s
             f"do not give (its data block: {', '.join(source.user_inputs)})"
         )
     return {name: data[name] for name in source.user_inputs}
-
-
-def _model_name(name: str | None, path: Path) -> str:
-    if name is not None:
-        return name
-    cleaned = _NAME.sub("_", path.stem)
-    return cleaned if cleaned[:1].isalpha() else f"m_{cleaned}"
-
-
-def _cmdstan_name(label: str) -> str:
-    """bridgestan's ``theta.1.2`` as cmdstanpy's ``theta[1,2]``."""
-    base, *index = label.split(".")
-    return f"{base}[{','.join(index)}]" if index else base

@@ -11,9 +11,16 @@ of the decisions ``h``.
 - :mod:`~stanflow.lcvi.numeric_decisions`: Bayes decisions of a loss given only
   as a Stan file, by numerical optimisation in process (:func:`stan_loss`);
 - :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
-- :mod:`~stanflow.lcvi.problem`: models in LCVI templates (eight schools, normal mean);
+- :mod:`~stanflow.lcvi.contract`: what a Stan program of your own declares to be an
+  LCVI program (``docs/your-own-model.md``);
+- :mod:`~stanflow.lcvi.program`: such a program bound to its data
+  (:class:`LcviProgram`), compiled with a loss (:class:`LcviModel`);
+- :mod:`~stanflow.lcvi.predictive`: its outcomes' predictive at draws of the
+  parameters, read from Stan in process, and its Bayes decisions;
+- :mod:`~stanflow.lcvi.problem`: the shipped programs (eight schools, normal mean);
 - :mod:`~stanflow.lcvi.mf`: probabilistic matrix factorisation of Last.fm counts;
-- :mod:`~stanflow.lcvi.stan`: compiling the templates ``stan/lcvi/*_lcvi.stan``, their data;
+- :mod:`~stanflow.lcvi.baseline`: the HMC baseline, NUTS on the program with
+  the utility term off;
 - :mod:`~stanflow.lcvi.loop`: the LCVI loop (:func:`run_lcvi`, :func:`lcvi`);
 - :mod:`~stanflow.lcvi.joint`: the paper's joint gradient optimisation, in
   process (:func:`run_lcvi_joint`);
@@ -27,13 +34,21 @@ No exported name is also the name of a module of this package.
 See ``docs/lcvi.md``.
 """
 
+from stanflow.lcvi.baseline import NutsBaseline, nuts_baseline
 from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions, settled
-from stanflow.lcvi.joint import JointFit, JointLoop, run_lcvi_joint
+from stanflow.lcvi.joint import (
+    JointFit,
+    JointLoop,
+    joint_to_idata,
+    lcvi_joint,
+    run_lcvi_joint,
+)
 from stanflow.lcvi.loop import ADVI_DEFAULTS, lcvi, run_lcvi
 from stanflow.lcvi.numeric_decisions import stan_loss
-from stanflow.lcvi.problem import Problem, eight_schools, normal_mean
+from stanflow.lcvi.predictive import Predictive
+from stanflow.lcvi.problem import eight_schools, normal_mean
+from stanflow.lcvi.program import LcviModel, LcviProgram
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
-from stanflow.lcvi.stan import lcvi_model, stan_data
 from stanflow.lcvi.utility import (
     normal_outcomes,
     theta_draws,
@@ -47,21 +62,25 @@ __all__ = [
     "ADVI_DEFAULTS",
     "JointFit",
     "JointLoop",
+    "LcviModel",
+    "LcviProgram",
     "Loop",
+    "NutsBaseline",
     "PlainVI",
-    "Problem",
+    "Predictive",
     "Step",
     "eight_schools",
     "empirical_risk",
+    "joint_to_idata",
     "lcvi",
-    "lcvi_model",
+    "lcvi_joint",
     "normal_mean",
     "normal_outcomes",
+    "nuts_baseline",
     "predictive_decisions",
     "run_lcvi",
     "run_lcvi_joint",
     "settled",
-    "stan_data",
     "stan_loss",
     "theta_draws",
     "to_idata",

@@ -3,9 +3,10 @@
 After every ADVI fit the loop takes decisions from the fit's state and records
 its ELBO, utility term and empirical risk as a
 :class:`~stanflow.lcvi.results.Step` (:class:`Judge`). The decision step is
-either the Bayes decision of the fit's predictive with the likelihood's noise
-integrated out (``"bayes"``, :meth:`stanflow.losses.BoundLoss.mixture_decision`)
-or the maximiser of the estimated utility term (``"utility"``,
+either the Bayes decision of the fit's predictive (``"bayes"``,
+:meth:`stanflow.lcvi.predictive.Predictive.bayes_decisions`: for normal
+outcomes of a known noise, that noise integrated out exactly) or the maximiser
+of the estimated utility term (``"utility"``,
 :func:`stanflow.lcvi.utility.utility_decisions`). The loop stops taking
 decision steps once they have :func:`settled`.
 """
@@ -18,21 +19,20 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.advi import AdviState
-from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.predictive import Predictive
+from stanflow.lcvi.program import LcviModel
 from stanflow.lcvi.results import Step
-from stanflow.lcvi.utility import (
-    normal_outcomes,
-    utility_at_locations,
-    utility_decisions,
-)
+from stanflow.lcvi.utility import utility_decisions
 from stanflow.losses import BoundLoss
 
 DECISIONS = ("bayes", "utility")
 """The decision steps: the predictive's Bayes decision, or the utility term's maximiser."""
 
 
-def empirical_risk(y: np.ndarray, h: np.ndarray, loss: BoundLoss) -> float:
-    """``mean_n l(y_n, h_n)``; ``y`` and ``h`` of one shape."""
+def empirical_risk(y: np.ndarray | None, h: np.ndarray, loss: BoundLoss) -> float:
+    """``mean_n l(y_n, h_n)``; ``y`` and ``h`` of one shape (NaN without ``y``)."""
+    if y is None:
+        return float("nan")
     y, h = np.asarray(y, dtype=float), np.asarray(h, dtype=float)
     if h.shape != y.shape:
         raise ValueError(f"h (decisions) must have shape {y.shape}, got {h.shape}")
@@ -44,13 +44,9 @@ def settled(previous: np.ndarray, current: np.ndarray, tol: float) -> bool:
     return float(np.max(np.abs(np.asarray(current) - previous))) <= tol
 
 
-def predictive_decisions(problem: Problem, z: np.ndarray, loss: BoundLoss) -> np.ndarray:
-    """Bayes decisions for the problem's outcomes under the predictive of draws ``z``.
-
-    ``z`` (T, D) are draws of ADVI's unconstrained parameters; the likelihood's
-    noise is integrated out (:meth:`~stanflow.losses.BoundLoss.mixture_decision`).
-    """
-    return loss.mixture_decision(problem.location(z), problem.sd)
+def predictive_decisions(model: LcviModel, z: np.ndarray) -> np.ndarray:
+    """Bayes decisions under the predictive of draws ``z`` (T, D) of the unconstrained parameters."""
+    return Predictive(model, z).bayes_decisions()
 
 
 @dataclass(frozen=True, eq=False)
@@ -66,8 +62,8 @@ class Judge:
 
     Parameters
     ----------
-    problem : Problem
-    loss : BoundLoss
+    model : LcviModel
+        The program bound to the loop's loss.
     kind : {"linear", "exp"}
         The utility.
     scale : float
@@ -76,19 +72,19 @@ class Judge:
         The utility term's estimator.
     decision : {"bayes", "utility"}
         The decision step (:data:`DECISIONS`).
-    eps_y : ndarray, shape (S, N)
-        The loop's fixed outcome base samples.
+    eps_y, eps_u : ndarray, shape (S, N)
+        The loop's fixed outcome base samples (normal, uniform).
     eps_theta : ndarray, shape (T, D)
         The loop's fixed base samples of the draws of every state.
     """
 
-    problem: Problem
-    loss: BoundLoss
+    model: LcviModel
     kind: str
     scale: float
     estimator: str
     decision: str
     eps_y: np.ndarray
+    eps_u: np.ndarray
     eps_theta: np.ndarray
 
     def plain_vi(
@@ -118,14 +114,13 @@ class Judge:
         """
         return self._step(fit, state, h, None, 1.0, seconds)
 
-    def decide(self, loc: np.ndarray) -> np.ndarray:
-        """The decision step for a state whose draws have locations ``loc`` (T, N)."""
-        problem = self.problem
+    def decide(self, predictive: Predictive) -> np.ndarray:
+        """The decision step for a state whose draws have this ``predictive``."""
         if self.decision == "bayes":
-            return self.loss.mixture_decision(loc, problem.sd)
+            return predictive.bayes_decisions()
         return utility_decisions(
-            normal_outcomes(loc, problem.sd, self.eps_y),
-            self.loss,
+            predictive.outcomes(self.eps_y, self.eps_u),
+            self.model.loss,
             self.kind,
             self.scale,
             self.estimator,
@@ -145,22 +140,14 @@ class Judge:
         ``decisions`` are the fit's own when already known, else taken by the
         decision step.
         """
-        problem = self.problem
-        loc = problem.location(state.draws(self.eps_theta))
-        u = utility_at_locations(
-            loc,
-            problem.sd,
-            self.eps_y,
-            h,
-            self.loss,
-            self.kind,
-            self.scale,
-            self.estimator,
+        predictive = Predictive(self.model, state.draws(self.eps_theta))
+        u = predictive.utility(
+            h, self.eps_y, self.eps_u, self.kind, self.scale, self.estimator
         )
         if decisions is None:
-            decisions = self.decide(loc)
+            decisions = self.decide(predictive)
         # log_p__ is the target, so it holds weight * U: take it out again
         log_p = np.mean(fit.variational_sample_pd["log_p__"].to_numpy())
         elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)
-        risk = empirical_risk(problem.y, decisions, self.loss)
+        risk = empirical_risk(self.model.program.y, decisions, self.model.loss)
         return Step(fit, state, decisions, float(elbo), float(u.mean()), risk, seconds)

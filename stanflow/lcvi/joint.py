@@ -7,11 +7,11 @@ together, every step with fresh draws of ``theta`` and fresh outcome samples
 loop of :mod:`stanflow.lcvi.loop` (CmdStan's ADVI with fixed outcome samples
 and exact decision steps):
 
-- the template's joint variant ``stan/lcvi/<model>_joint.stan`` declares the
-  decisions ``h`` and the outcome base samples ``eps_y`` as parameters, so one
-  gradient call of the model library (:func:`stanflow.models.load`) at
-  ``(theta_t, h, eps_y_t)`` gives ``d/dtheta`` and ``d/dh`` of
-  ``log p(theta, y) + weight * U_t``; the ``eps_y`` components are not used;
+- the program's evaluation form (:class:`stanflow.lcvi.program.LcviModel`)
+  has the decisions ``lcvi_h`` and the outcome base samples ``lcvi_z`` and
+  ``lcvi_u`` as parameters, so one gradient call at ``(theta_t, z_t, u_t, h)``
+  gives ``d/dtheta`` and ``d/dh`` of ``log p(theta, y) + weight * U_t``; the
+  components of the base samples are not used;
 - a mean-field normal ``q = N(mu, diag(exp(omega))^2)`` on the unconstrained
   parameters, its reparameterised gradient from ``T`` draws
   ``theta_t = mu + exp(omega) eta_t``: ``grad_mu = mean_t g_t``,
@@ -41,16 +41,23 @@ from typing import Any, NamedTuple
 
 import bridgestan
 import numpy as np
+import xarray as xr
 
+from stanflow import arviz_compat
 from stanflow.adam import adam_update
-from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions
+from stanflow.arviz_compat import Results
+from stanflow.lcvi.decision_step import empirical_risk
 from stanflow.lcvi.numeric_decisions import resolve_loss
-from stanflow.lcvi.problem import Problem
-from stanflow.lcvi.stan import utility_fields
-from stanflow.lcvi.utility import check_estimator, outcome_base_samples
+from stanflow.lcvi.predictive import Predictive
+from stanflow.lcvi.program import LcviModel, LcviProgram
+from stanflow.lcvi.utility import (
+    check_estimator,
+    outcome_base_samples,
+    uniform_base_samples,
+)
 from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss
-from stanflow.models import load, log_density_gradient_rows, program_path
+from stanflow.models import log_density_gradient_rows
 from stanflow.optimiser_state import (
     OptimiserState,
     check_every,
@@ -147,49 +154,43 @@ class JointLoop(NamedTuple):
     settings: dict[str, float]
 
 
-def joint_template(problem: Problem) -> str:
-    """The joint variant of the problem's template: ``lcvi/X_lcvi`` -> ``lcvi/X_joint``."""
-    base = problem.template
-    if not base.endswith("_lcvi"):
-        raise ValueError(
-            f"problem: template {base!r} has no joint variant (expected a name ending in _lcvi)"
-        )
-    name = base[: -len("_lcvi")] + "_joint"
-    program_path(name)  # a missing program is a TemplateError naming it
-    return name
+class JointModel(NamedTuple):
+    """The evaluation form loaded for the joint optimisation, and where its rows put what.
+
+    Attributes
+    ----------
+    model : LcviModel
+    library : bridgestan.StanModel
+        Loaded with ``lcvi_S = S`` and no probe.
+    settings : ndarray
+        The settings vector ``lcvi`` of every row (weight, utility, scale, ...).
+    parts : dict of slice
+        :meth:`LcviModel.layout`: ``theta``, ``z``, ``u``, ``h``, ``lcvi``.
+    """
+
+    model: LcviModel
+    library: bridgestan.StanModel
+    settings: np.ndarray
+    parts: dict[str, slice]
 
 
 def joint_model(
-    problem: Problem,
-    loss: BoundLoss,
+    model: LcviModel,
     kind: str,
     scale: float,
     estimator: str,
     n_outcomes: int,
     weight: float,
-) -> bridgestan.StanModel:
-    """The joint template loaded in process with the problem's data and the LCVI fields.
-
-    Its unconstrained parameters are the model's (``D``), then ``h`` (``N``),
-    then ``eps_y`` (``S x N``, column-major).
-    """
+) -> JointModel:
+    """The program's evaluation form, loaded with ``S = n_outcomes``, at ``weight``."""
     kind, scale = check_utility(kind, scale)
-    data = (
-        dict(problem.data)
-        | {"S": int(n_outcomes)}
-        | utility_fields(loss, kind, scale, estimator, weight)
-    )
-    return load(
-        program_path(joint_template(problem)),
-        data,
-        slots={"loss.stanfunctions": Path(loss.stan_file)},
-    )
+    settings = model.settings(weight, kind, scale, estimator, int(n_outcomes))
+    parts = model.layout(int(n_outcomes), settings.size)
+    return JointModel(model, model.evaluator(int(n_outcomes), 0), settings, parts)
 
 
 def optimise(
-    model: bridgestan.StanModel,
-    problem: Problem,
-    loss: BoundLoss,
+    joint: JointModel,
     mu: np.ndarray,
     h: np.ndarray,
     *,
@@ -211,11 +212,8 @@ def optimise(
 
     Parameters
     ----------
-    model : bridgestan.StanModel
+    joint : JointModel
         From :func:`joint_model`.
-    problem : Problem
-    loss : BoundLoss
-        For the recorded risks and decisions.
     mu : ndarray, shape (D,)
         Initial means; the initial log standard deviations are 0.
     h : ndarray, shape (N,)
@@ -253,14 +251,16 @@ def optimise(
     -------
     JointFit
     """
-    N, S = problem.n, int(n_outcomes)
-    D = model.param_unc_num() - N - S * N
+    model, parts = joint.model, joint.parts
+    N, S, D = model.program.n, int(n_outcomes), model.dim
+    loss = model.loss
     mu = np.array(mu, dtype=float)
     if mu.shape != (D,):
         raise ValueError(f"mu must have shape ({D},), got {mu.shape}")
     h = np.array(h, dtype=float)
     # separate streams: fresh and fixed outcomes (and plain VI) see the same draws of theta
-    rngs = rng.spawn(2)
+    # (a third for the uniform base samples, of a program that uses them)
+    rngs = rng.spawn(3)
     state = None
     if checkpoint is not None:
         if signature is None:
@@ -276,12 +276,16 @@ def optimise(
         state = load_state(checkpoint, signature)
     if state is None:
         state = _first_state(mu, h, S, outcomes, grad_samples, rngs)
-    points = np.empty((grad_samples, D + N + S * N))
+    points = np.empty((grad_samples, parts["lcvi"].stop))
+    points[:, parts["lcvi"]] = joint.settings
+    fixed_u_seed = int(np.random.default_rng(rngs[2].bit_generator.seed_seq).integers(2**31))
+    points[:, parts["u"]] = uniform_base_samples(
+        S, N, fixed_u_seed, used=model.uses_uniform).ravel(order="F")
     mu, omega, h, *moments = state.arrays[:9]
     sums, (eps_y, decisions), history = state.arrays[9:12], state.arrays[12:14], state.arrays[14:]
-    points[:, D + N :] = eps_y  # the fixed outcome samples, if fixed
+    points[:, parts["z"]] = eps_y  # the fixed outcome samples, if fixed
     params = [mu, omega, h]
-    rng_theta, rng_outcomes = state.rngs
+    rng_theta, rng_outcomes, rng_uniform = state.rngs
     n_average = round(average * iterations)
     record = {k: v.tolist() for k, v in zip(RECORD, history, strict=True)}
     seconds = state.seconds
@@ -290,15 +294,17 @@ def optimise(
         eta = rng_theta.standard_normal((grad_samples, D))
         sd = np.exp(omega)
         points[:, :D] = mu + sd * eta
-        points[:, D : D + N] = h
+        points[:, parts["h"]] = h
         if outcomes == "fresh":
-            points[:, D + N :] = rng_outcomes.standard_normal((grad_samples, S * N))
-        lp, grad = log_density_gradient_rows(model, points, threads=threads)
+            points[:, parts["z"]] = rng_outcomes.standard_normal((grad_samples, S * N))
+            if model.uses_uniform:
+                points[:, parts["u"]] = rng_uniform.uniform(size=(grad_samples, S * N))
+        lp, grad = log_density_gradient_rows(joint.library, points, threads=threads)
         g_theta = grad[:, :D]
         gradients = (
             g_theta.mean(axis=0),
             (g_theta * eta).mean(axis=0) * sd + 1.0,
-            grad[:, D : D + N].mean(axis=0),
+            grad[:, parts["h"]].mean(axis=0),
         )
         for p, g, m, v in zip(params, gradients, moments[0::2], moments[1::2], strict=True):
             adam_update(p, g, m, v, step, lr, betas=ADAM_BETAS, eps=ADAM_EPS, ascent=True)
@@ -309,18 +315,18 @@ def optimise(
             seconds += time.perf_counter() - started
             if step == iterations and n_average:
                 mu, omega, h = (total / n_average for total in sums)
-            decisions = predictive_decisions(problem, mu + np.exp(omega) * eps_theta, loss)
+            decisions = Predictive(model, mu + np.exp(omega) * eps_theta).bayes_decisions()
             entropy = float(np.sum(omega)) + 0.5 * D * (1 + np.log(2 * np.pi))
             record["iteration"].append(step)
             record["objective"].append(float(np.mean(lp)) + entropy)
-            record["risk"].append(empirical_risk(problem.y, decisions, loss))
-            record["risk_h"].append(empirical_risk(problem.y, h, loss))
+            record["risk"].append(empirical_risk(model.program.y, decisions, loss))
+            record["risk_h"].append(empirical_risk(model.program.y, h, loss))
             started = time.perf_counter()
         if checkpoint is not None and (step % checkpoint_every == 0 or step == iterations):
-            arrays = [mu, omega, h, *moments, *sums, points[:, D + N :], decisions]
+            arrays = [mu, omega, h, *moments, *sums, points[:, parts["z"]], decisions]
             save_state(checkpoint, signature, OptimiserState(
                 step, arrays + [np.asarray(record[k]) for k in RECORD],
-                [rng_theta, rng_outcomes], seconds + time.perf_counter() - started))
+                [rng_theta, rng_outcomes, rng_uniform], seconds + time.perf_counter() - started))
     return JointFit(
         mu,
         omega,
@@ -336,7 +342,7 @@ def optimise(
 def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samples: int,
                  rngs: list[np.random.Generator]) -> OptimiserState:
     """Log standard deviations 0, Adam's moments 0, the streams; fixed outcome samples drawn."""
-    rng_theta, rng_outcomes = rngs
+    rng_theta, rng_outcomes, _ = rngs
     N = h.size
     eps_y = np.zeros((grad_samples, S * N))
     if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
@@ -346,11 +352,11 @@ def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samp
     sums = [np.zeros_like(p) for p in params]
     history = [np.zeros(0, dtype=int)] + [np.zeros(0)] * (len(RECORD) - 1)
     return OptimiserState(0, [*params, *moments, *sums, eps_y, np.full(N, np.nan), *history],
-                          [rng_theta, rng_outcomes], 0.0)
+                          rngs, 0.0)
 
 
 def run_lcvi_joint(
-    problem: Problem,
+    program: LcviProgram,
     loss: str | Path | BoundLoss,
     *,
     kind: str = "linear",
@@ -385,9 +391,8 @@ def run_lcvi_joint(
 
     Parameters
     ----------
-    problem : Problem
-        A model in an LCVI template that has a joint variant
-        (``stan/lcvi/<model>_joint.stan``).
+    program : LcviProgram
+        An LCVI program with its data (:mod:`stanflow.lcvi.program`).
     loss : str, path or BoundLoss
         As for :func:`stanflow.lcvi.run_lcvi`, with ``loss_params``.
     kind : {"linear", "exp"}, default "linear"
@@ -466,11 +471,12 @@ def run_lcvi_joint(
 
     rng = np.random.default_rng(seed)
     # weight 0: the scale does not enter plain VI's target
-    vi_model = joint_model(problem, loss, kind, scale or 1.0, estimator, n_outcomes, 0.0)
-    D = vi_model.param_unc_num() - problem.n * (1 + n_outcomes)
+    model = program.bind(loss)  # compiled and checked before any step
+    vi_model = joint_model(model, kind, scale or 1.0, estimator, n_outcomes, 0.0)
+    D = model.dim
     mu0 = rng.uniform(-2, 2, D)
     eps_theta = rng.standard_normal((n_draws, D))
-    h0 = predictive_decisions(problem, mu0 + eps_theta, loss)
+    h0 = Predictive(model, mu0 + eps_theta).bayes_decisions()
     common = {
         "n_outcomes": n_outcomes,
         "iterations": iter,
@@ -487,7 +493,7 @@ def run_lcvi_joint(
     def states(part: str, weight: float, scale: float) -> dict:
         if checkpoint is None:
             return {}
-        identity = {"problem": problem.name, "data": digest(problem.data),
+        identity = {"problem": program.name, "data": digest(program.data),
                     "loss": [loss.name, [float(p) for p in loss.params]], "kind": kind,
                     "estimator": estimator, "weight": weight, "scale": scale}
         return {"checkpoint": Path(checkpoint) / f"{part}.npz",
@@ -496,17 +502,16 @@ def run_lcvi_joint(
     vi = fit = None
     if parts != "lcvi":
         vi = optimise(
-            vi_model, problem, loss, mu0, h0, rng=np.random.default_rng(vi_seed), **common,
+            vi_model, mu0, h0, rng=np.random.default_rng(vi_seed), **common,
             **states("vi", 0.0, 1.0)
         )
     if scale is None:
-        loc = problem.location(vi.draws(eps_theta))
-        y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
+        y_rep = Predictive(model, vi.draws(eps_theta)).one_outcome(rng)
         scale = utility_scale(loss.value(y_rep, vi.decisions), kind, percentile)
     if parts != "vi":
-        model = joint_model(problem, loss, kind, scale, estimator, n_outcomes, 1.0)
+        lcvi_model = joint_model(model, kind, scale, estimator, n_outcomes, 1.0)
         fit = optimise(
-            model, problem, loss, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common,
+            lcvi_model, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common,
             **states("lcvi", 1.0, float(scale))
         )
     settings = {
@@ -518,3 +523,67 @@ def run_lcvi_joint(
         "seed": seed,
     }
     return JointLoop(vi, fit, float(scale), eps_theta, loss, kind, estimator, outcomes, settings)
+
+
+def lcvi_joint(program: LcviProgram, loss: str | Path | BoundLoss, **options: Any) -> Results:
+    """:func:`run_lcvi_joint`, its result in the installed ArviZ's format (:func:`joint_to_idata`)."""
+    return joint_to_idata(program, run_lcvi_joint(program, loss, **options))
+
+
+def joint_to_idata(program: LcviProgram, joint: JointLoop) -> Results:
+    """The joint optimisation's result as the installed ArviZ's results, like the loop's.
+
+    Parameters
+    ----------
+    program : LcviProgram
+        The program it ran on.
+    joint : JointLoop
+
+    Returns
+    -------
+    Results
+        ``posterior``: draws of the end state of LCVI (of plain VI if only it
+        ran) from ``joint.eps_theta``, the parameters as declared (one chain);
+        ``decisions`` over ``part`` (``vi``, ``lcvi``) and ``decision``:
+        ``h``, ``decisions`` (Bayes decisions of the end state), ``risk``,
+        ``risk_h``, ``seconds``, and the record over ``record``
+        (``record_iteration``, ``record_objective``, ``record_risk``,
+        ``record_risk_h``); attributes ``problem``, ``loss``, ``loss_params``,
+        ``utility_kind``, ``scale``, ``estimator``, ``outcomes`` and the
+        settings.
+    """
+    parts = {name: fit for name, fit in (("vi", joint.vi), ("lcvi", joint.lcvi)) if fit}
+    model = program.bind(joint.loss)
+    last = parts.get("lcvi", parts.get("vi"))
+    draws = model.constrain(last.draws(joint.eps_theta))
+    posterior = xr.Dataset(
+        {name: (("chain", "draw", *[f"{name}_dim_{i}" for i in range(v.ndim - 1)]), v[None])
+         for name, v in draws.items()},
+        coords={"chain": [0], "draw": np.arange(joint.eps_theta.shape[0])},
+    )
+    fits = list(parts.values())
+    decisions = xr.Dataset(
+        {
+            "h": (("part", "decision"), np.stack([f.h for f in fits])),
+            "decisions": (("part", "decision"), np.stack([f.decisions for f in fits])),
+            "risk": ("part", [f.risk for f in fits]),
+            "risk_h": ("part", [f.risk_h for f in fits]),
+            "seconds": ("part", [f.seconds for f in fits]),
+        }
+        | {
+            f"record_{key}": (("part", "record"), np.stack([f.record[key] for f in fits]))
+            for key in RECORD
+        },
+        coords={"part": list(parts)},
+        attrs={
+            "problem": program.name,
+            "loss": joint.loss.name,
+            "loss_params": list(joint.loss.params),
+            "utility_kind": joint.kind,
+            "scale": joint.scale,
+            "estimator": joint.estimator,
+            "outcomes": joint.outcomes,
+        }
+        | {k: float(v) for k, v in joint.settings.items()},
+    )
+    return arviz_compat.build({"posterior": posterior, "decisions": decisions})

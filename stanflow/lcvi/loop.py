@@ -48,13 +48,17 @@ import numpy as np
 
 from stanflow.advi import AdviState, run_advi
 from stanflow.arviz_compat import Results
-from stanflow.lcvi.decision_step import DECISIONS, Judge, predictive_decisions, settled
+from stanflow.lcvi.decision_step import DECISIONS, Judge, settled
 from stanflow.lcvi.numeric_decisions import resolve_loss
-from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.predictive import Predictive
+from stanflow.lcvi.program import LcviModel, LcviProgram
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
-from stanflow.lcvi.stan import lcvi_model, stan_data
-from stanflow.lcvi.utility import outcome_base_samples
-from stanflow.lcvi.utility_transform import utility_scale
+from stanflow.lcvi.utility import (
+    check_estimator,
+    outcome_base_samples,
+    uniform_base_samples,
+)
+from stanflow.lcvi.utility_transform import check_utility, utility_scale
 from stanflow.losses import BoundLoss
 from stanflow.runs.arguments import check_args
 
@@ -70,13 +74,13 @@ ADVI_DEFAULTS: dict[str, Any] = {
 small that ADVI never stops early: every run does its ``iter`` iterations."""
 
 
-def lcvi(problem: Problem, loss: str | Path | BoundLoss, **options: Any) -> Results:
+def lcvi(program: LcviProgram, loss: str | Path | BoundLoss, **options: Any) -> Results:
     """Run plain VI and LCVI on a problem; the result as InferenceData.
 
     Parameters
     ----------
-    problem : Problem
-        A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
+    program : LcviProgram
+        An LCVI program with its data (:mod:`stanflow.lcvi.program`).
     loss : str, path or BoundLoss
         As for :func:`run_lcvi`.
     **options
@@ -95,11 +99,11 @@ def lcvi(problem: Problem, loss: str | Path | BoundLoss, **options: Any) -> Resu
         ``settled``, ``branch_iter`` and the ADVI settings (``advi_eta``, ...).
         :func:`run_lcvi` returns the fits themselves, plain VI's included.
     """
-    return to_idata(problem, run_lcvi(problem, loss, **options))
+    return to_idata(program, run_lcvi(program, loss, **options))
 
 
 def run_lcvi(
-    problem: Problem,
+    program: LcviProgram,
     loss: str | Path | BoundLoss,
     *,
     kind: str = "linear",
@@ -125,8 +129,9 @@ def run_lcvi(
 
     Parameters
     ----------
-    problem : Problem
-        A model in an LCVI template with its data (:mod:`stanflow.lcvi.problem`).
+    program : LcviProgram
+        An LCVI program with its data (:mod:`stanflow.lcvi.program`): a
+        program of your own or a shipped one (:mod:`stanflow.lcvi.problem`).
     loss : str, path or BoundLoss
         A shipped loss's name with ``loss_params`` (e.g. ``q=0.2``); a
         :class:`~stanflow.losses.BoundLoss`; or a Stan file of your own
@@ -192,32 +197,31 @@ def run_lcvi(
     args = _advi_args(algorithm, advi_args)
     schedule = _Schedule.of(args, branch_iter, max_iter, decision_every, tol)
     _check_options(n_outcomes, n_draws, decision, schedule)
-    _check_utility(problem, loss, kind, scale, estimator, percentile)
+    _check_utility(kind, scale, estimator, percentile)
     if vi is not None:
         _check_vi(vi, algorithm, schedule)
-    model = lcvi_model(loss, problem.template)
+    model = program.bind(loss)  # compiled and checked before any run
     rng = np.random.default_rng(seed)
-    eps_y = outcome_base_samples(int(n_outcomes), problem.n, rng, stratified)
+    eps_y = outcome_base_samples(int(n_outcomes), program.n, rng, stratified)
+    # the uniform base samples have a stream of their own: programs that do
+    # not use them get the numbers they got before they existed
+    eps_u = uniform_base_samples(int(n_outcomes), program.n, seed, model.uses_uniform)
 
     with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
         folder = _call_folder(Path(tmp), output_dir, loss)
-        runner = _Runner(
-            problem, loss, model, eps_y, kind, estimator, seed, args, folder
-        )
+        runner = _Runner(model, eps_y, eps_u, kind, estimator, seed, args, folder)
         # plain VI to the branch and to iter; its decisions h_0 from the draws
         # of its state that every state is judged by (common random numbers)
         if vi is None:
             vi = runner.plain_vi(schedule)
         eps_theta = rng.standard_normal((int(n_draws), vi.end.mu.size))
-        h = predictive_decisions(problem, vi.end.draws(eps_theta), loss)
+        plain = Predictive(model, vi.end.draws(eps_theta))
+        h = plain.bayes_decisions()
         # the utility's scale, from plain VI's losses unless given
         if scale is None:
-            scale = _scale_from_plain_vi(
-                problem, vi.end, eps_theta, h, loss, kind, percentile, rng
-            )
-        judge = Judge(
-            problem, loss, kind, scale, estimator, decision, eps_y, eps_theta
-        )
+            y_rep = plain.one_outcome(rng)
+            scale = utility_scale(loss.value(y_rep, h), kind, percentile)
+        judge = Judge(model, kind, scale, estimator, decision, eps_y, eps_u, eps_theta)
         steps = [judge.plain_vi(vi.fit, vi.end, h, vi.seconds)]
         # LCVI from the branch in blocks, each followed by a decision step
         blocks, done, last = runner.lcvi_blocks(judge, vi.branch, h, schedule)
@@ -236,6 +240,7 @@ def run_lcvi(
         done,
         args | {"eta": vi.end.eta},
         eps_y,
+        eps_u,
         eps_theta,
         schedule.branch,
         loss,
@@ -324,17 +329,16 @@ class _Schedule(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class _Runner:
-    """The ADVI runs of one loop: one problem, model and seed, one folder.
+    """The ADVI runs of one loop: one program and loss, one seed, one folder.
 
-    Every run has the fixed outcome base samples ``eps_y`` in its data and
+    Every run has the fixed outcome base samples ``eps_y`` and ``eps_u`` in its data and
     the ADVI settings ``args``; a resumed run takes ``eta`` and adaptation
     from its state.
     """
 
-    problem: Problem
-    loss: BoundLoss
-    model: cmdstanpy.CmdStanModel
+    model: LcviModel
     eps_y: np.ndarray
+    eps_u: np.ndarray
     kind: str
     estimator: str
     seed: int
@@ -395,7 +399,7 @@ class _Runner:
         if iteration <= end.iteration:
             return plain
         fit, longer, seconds = self._plain("vi-longer", iteration - end.iteration, end)
-        h = predictive_decisions(self.problem, longer.draws(judge.eps_theta), self.loss)
+        h = Predictive(self.model, longer.draws(judge.eps_theta)).bayes_decisions()
         return judge.plain_vi(fit, longer, h, seconds)
 
     def _plain(
@@ -406,7 +410,7 @@ class _Runner:
         draws: int | None = None,
     ) -> tuple[cmdstanpy.CmdStanVB, AdviState, float]:
         """A plain-VI run: the utility term's weight 0."""
-        h = np.zeros(self.problem.n)
+        h = np.zeros(self.model.program.n)
         return self._run(name, 0.0, h, 1.0, iterations, resume, draws)
 
     def _lcvi(
@@ -443,19 +447,12 @@ class _Runner:
                 for k, v in run_args.items()
                 if k != "eta" and not k.startswith("adapt.")
             }
-        data = stan_data(
-            self.problem,
-            h,
-            self.eps_y,
-            self.loss,
-            self.kind,
-            scale,
-            self.estimator,
-            weight,
-        )
+        settings = self.model.settings(weight, self.kind, scale, self.estimator,
+                                       self.eps_y.shape[0])
+        data = self.model.stan_data(h, self.eps_y, self.eps_u, settings)
         start = time.perf_counter()
         fit, state = run_advi(
-            self.model,
+            self.model.executable(),
             data,
             self.folder,
             name,
@@ -473,26 +470,6 @@ def _call_folder(tmp: Path, output_dir: str | Path | None, loss: BoundLoss) -> P
     # a folder of its own per call: loops sharing a plain VI keep their files
     Path(output_dir).mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f"lcvi-{loss.name}-", dir=output_dir))
-
-
-def _scale_from_plain_vi(
-    problem: Problem,
-    end: AdviState,
-    eps_theta: np.ndarray,
-    h: np.ndarray,
-    loss: BoundLoss,
-    kind: str,
-    percentile: float,
-    rng: np.random.Generator,
-) -> float:
-    """``M`` or ``gamma`` from the losses at ``h`` of plain VI's predictive draws.
-
-    One outcome per draw of the state ``end`` (from ``eps_theta``), its noise
-    drawn from ``rng``.
-    """
-    loc = problem.location(end.draws(eps_theta))
-    y_rep = loc + problem.sd * rng.standard_normal(loc.shape)
-    return utility_scale(loss.value(y_rep, h), kind, percentile)
 
 
 def _warn_unsettled(steps: list[Step], schedule: _Schedule) -> None:
@@ -562,24 +539,11 @@ def _check_options(
 
 
 def _check_utility(
-    problem: Problem,
-    loss: BoundLoss,
-    kind: str,
-    scale: float | None,
-    estimator: str,
-    percentile: float,
+    kind: str, scale: float | None, estimator: str, percentile: float
 ) -> None:
     """Check the utility, its scale (if given), the estimator and ``percentile``."""
-    # as the runs' data will be checked
-    stan_data(
-        problem,
-        np.zeros(problem.n),
-        np.zeros((1, problem.n)),
-        loss,
-        kind,
-        1.0 if scale is None else scale,
-        estimator,
-    )
+    check_utility(kind, 1.0 if scale is None else scale)
+    check_estimator(estimator)
     if not 0 < float(percentile) <= 100:
         raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
 

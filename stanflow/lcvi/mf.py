@@ -1,4 +1,4 @@
-"""Probabilistic matrix factorisation of the Last.fm counts for LCVI (``stan/lcvi/matrix_factorisation_lcvi.stan``).
+"""Probabilistic matrix factorisation of the Last.fm counts for LCVI (``stan/lcvi/matrix_factorisation.stan``).
 
 ``Y = log(1 + C)`` for the listening counts ``C`` of 992 users (rows) and the
 first ``n_artists`` artists (columns) of ``$STANFLOW_DATA_DIR/lastfm/
@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.program import LcviProgram
+from stanflow.models import program_path
 from stanflow.resources import resource_dir
 
 DATA_FILE = Path("lastfm") / "lastfm_counts_992x1003.csv"
@@ -120,8 +121,8 @@ def matrix_factorisation(
     K: int = 20,
     prior_sd: float = 10.0,
     noise_sd: float = 1.0,
-) -> Problem:
-    """The LCVI problem of the training cells of ``Y``.
+) -> LcviProgram:
+    """The LCVI program of the training cells of ``Y``, one decision per cell.
 
     Parameters
     ----------
@@ -153,13 +154,8 @@ def matrix_factorisation(
         "prior_sd": float(prior_sd),
         "noise_sd": float(noise_sd),
     }
-    return Problem(
-        name="matrix_factorisation",
-        template="lcvi/matrix_factorisation_lcvi",
-        data=data,
-        y=y,
-        sd=np.full(y.size, float(noise_sd)),
-        location=lambda z: cell_locations(z, (I, J, int(K)), rows, cols),
+    return LcviProgram(
+        program_path("lcvi/matrix_factorisation"), data, y=y, name="matrix_factorisation"
     )
 
 

@@ -18,7 +18,7 @@ from stanflow import arviz_compat
 from stanflow.advi import AdviState
 from stanflow.arviz_compat import Results
 from stanflow.idata import to_inference_data
-from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.program import LcviProgram
 from stanflow.losses import BoundLoss
 
 
@@ -99,8 +99,8 @@ class Loop(NamedTuple):
         Whether the last decision step moved no decision by more than ``tol``.
     args : dict
         The ADVI settings of every run, ``eta`` (adapted or given) included.
-    eps_y : ndarray, shape (S, N)
-        The fixed outcome base samples.
+    eps_y, eps_u : ndarray, shape (S, N)
+        The fixed outcome base samples (standard normal, uniform).
     eps_theta : ndarray, shape (T, D)
         The fixed base samples of the draws of every state that the decisions,
         ``U`` and the risks are computed from
@@ -119,6 +119,7 @@ class Loop(NamedTuple):
     settled: bool
     args: dict[str, Any]
     eps_y: np.ndarray
+    eps_u: np.ndarray
     eps_theta: np.ndarray
     branch_iter: int
     loss: BoundLoss
@@ -127,13 +128,13 @@ class Loop(NamedTuple):
     decision: str
 
 
-def to_idata(problem: Problem, loop: Loop) -> Results:
+def to_idata(program: LcviProgram, loop: Loop) -> Results:
     """InferenceData of LCVI's last fit with the loop's record as group ``decisions``.
 
     Parameters
     ----------
-    problem : Problem
-        The problem the loop ran on (its ``dims`` name the posterior's
+    program : LcviProgram
+        The program the loop ran on (its ``dims`` name the posterior's
         dimensions).
     loop : Loop
 
@@ -150,7 +151,7 @@ def to_idata(problem: Problem, loop: Loop) -> Results:
         ADVI settings (``advi_eta``, ...).
     """
     steps = loop.steps
-    idata = to_inference_data(steps[-1].fit, dims=dict(problem.dims))
+    idata = to_inference_data(steps[-1].fit, dims=dict(program.dims))
     decisions = xr.Dataset(
         {
             "h": (("iteration", "decision"), np.stack([s.decisions for s in steps])),
@@ -165,7 +166,7 @@ def to_idata(problem: Problem, loop: Loop) -> Results:
         },
         coords={"iteration": np.arange(len(steps))},
         attrs={
-            "problem": problem.name,
+            "problem": program.name,
             "loss": loop.loss.name,
             "loss_params": list(loop.loss.params),
             "utility_kind": loop.kind,

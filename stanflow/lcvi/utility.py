@@ -103,6 +103,22 @@ def outcome_base_samples(
     return np.concatenate([lower, middle, -lower[::-1]])
 
 
+def uniform_base_samples(S: int, N: int, seed: int, used: bool = True) -> np.ndarray:
+    """Fixed uniform base samples ``u`` of the outcomes, shape (S, N).
+
+    Stratified: each column holds one draw in each of the ``S`` strata
+    ``[s / S, (s + 1) / S)``, in a random order of its own, so that it is
+    independent of the normal base samples. Drawn from a stream of their own
+    (``seed`` and a fixed tag), so that adding them changes no other number
+    of a run; all ``1/2`` for a program that does not use them (``used``).
+    """
+    if not used:
+        return np.full((S, N), 0.5)
+    rng = np.random.default_rng([int(seed), 0x75])
+    strata = rng.permuted(np.tile(np.arange(S)[:, None], (1, N)), axis=0)
+    return (strata + rng.uniform(size=(S, N))) / S
+
+
 def normal_outcomes(
     loc: np.ndarray, scale: np.ndarray, eps_y: np.ndarray
 ) -> np.ndarray:

@@ -1,0 +1,116 @@
+"""The predictive of an LCVI program's outcomes at draws of its parameters.
+
+:class:`Predictive` holds ``T`` draws of the unconstrained parameters and what
+the decision steps need of them, read from the program in process
+(:class:`~stanflow.lcvi.program.LcviModel`):
+
+- **normal outcomes** (``lcvi_utility(loc, sd, ...)``): ``loc`` and ``sd`` of
+  every draw. Where ``sd`` is the same at every draw (a known noise), the
+  Bayes decision integrates the noise out exactly
+  (:meth:`stanflow.losses.BoundLoss.mixture_decision`); otherwise it pools
+  :data:`NODES` stratified noise nodes per draw;
+- **outcomes of any form** (``lcvi_utility(outcomes, ...)``): the Bayes
+  decision pools the outcomes of :data:`NODES` base samples per draw, one in
+  each of :data:`NODES` equal-probability strata of the standard normal
+  (offset from draw to draw by a golden-ratio sequence,
+  :func:`stanflow.lcvi.numeric_decisions.noise_nodes`) and, for a program
+  that uses them, of the uniform, paired at random.
+
+Outcomes for the utility term are those of the loop's fixed base samples, so
+a decision moves only when the approximation does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stanflow.lcvi.numeric_decisions import NOISE_NODES, noise_nodes
+from stanflow.lcvi.program import LcviModel
+from stanflow.lcvi.utility import (
+    normal_outcomes,
+    utility_at_locations,
+    utility_per_theta,
+)
+from stanflow.losses.decisions import CHUNK_ELEMENTS
+
+NODES = NOISE_NODES
+"""Base samples per draw for the Bayes decisions of sampled outcomes."""
+
+
+class Predictive:
+    """The outcomes' predictive at draws ``theta`` (T, D) of an LCVI program.
+
+    Parameters
+    ----------
+    model : LcviModel
+    theta : ndarray, shape (T, D)
+        Draws of the unconstrained parameters.
+    """
+
+    def __init__(self, model: LcviModel, theta: np.ndarray) -> None:
+        self.model, self.theta = model, np.asarray(theta, dtype=float)
+        self.loc = self.sd = None
+        if model.form == "normal":
+            self.loc, sd = model.normal_parts(self.theta)
+            # a known noise: one sd per outcome, and the noise integrates out exactly
+            self.sd = sd[0] if np.all(sd == sd[0]) else sd
+
+    @property
+    def exact_noise(self) -> bool:
+        """Whether the outcomes are normal with the same sd at every draw."""
+        return self.sd is not None and self.sd.ndim == 1
+
+    def bayes_decisions(self) -> np.ndarray:
+        """The Bayes decisions of the predictive under the model's loss, shape (N,)."""
+        loss = self.model.loss
+        if self.exact_noise:
+            return loss.mixture_decision(self.loc, self.sd)
+        return loss.bayes_decision(self.node_outcomes().reshape(-1, self.model.program.n))
+
+    def node_outcomes(self) -> np.ndarray:
+        """Outcomes (T, NODES, N) of :data:`NODES` stratified base samples per draw."""
+        T, N = self.theta.shape[0], self.model.program.n
+        z = noise_nodes(T, NODES)[:, :, None]
+        if self.loc is not None:
+            return self.loc[:, None, :] + np.atleast_2d(self.sd)[:, None, :] * z
+        rng = np.random.default_rng(T)  # the pairing with the uniforms: fixed per T
+        strata = (np.arange(NODES) + 0.5) / NODES
+        u = np.stack([rng.permutation(strata) for _ in range(T)])[:, :, None]
+        return self._chunks(np.broadcast_to(z, (T, NODES, N)), np.broadcast_to(u, (T, NODES, N)))
+
+    def outcomes(self, z: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Outcomes (T, S, N) from base samples ``z``, ``u`` (S, N) shared by all draws."""
+        if self.loc is not None:
+            if self.exact_noise:
+                return normal_outcomes(self.loc, self.sd, z)
+            return self.loc[:, None, :] + self.sd[:, None, :] * z[None]
+        return self._chunks(z[None], u[None])
+
+    def utility(self, h: np.ndarray, z: np.ndarray, u: np.ndarray, kind: str, scale: float,
+                estimator: str) -> np.ndarray:
+        """The utility term per draw (T,) at decisions ``h``, outcomes from ``z``, ``u``."""
+        loss = self.model.loss
+        if self.exact_noise:
+            return utility_at_locations(self.loc, self.sd, z, h, loss, kind, scale, estimator)
+        return utility_per_theta(self.outcomes(z, u), h, loss, kind, scale, estimator)
+
+    def one_outcome(self, rng: np.random.Generator) -> np.ndarray:
+        """One outcome per draw and decision (T, N), its base samples drawn from ``rng``."""
+        T, N = self.theta.shape[0], self.model.program.n
+        if self.loc is not None:
+            return self.loc + self.sd * rng.standard_normal(self.loc.shape)
+        z = rng.standard_normal((T, 1, N))
+        u = rng.uniform(size=(T, 1, N))
+        return self._chunks(z, u)[:, 0, :]
+
+    def _chunks(self, z: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """:meth:`LcviModel.outcomes` of all draws, a few at a time."""
+        T = self.theta.shape[0]
+        step = max(1, CHUNK_ELEMENTS // max(1, z[0].size))
+        parts = []
+        for start in range(0, T, step):
+            block = slice(start, min(start + step, T))
+            zb = z[block] if z.shape[0] == T else z
+            ub = u[block] if u.shape[0] == T else u
+            parts.append(self.model.outcomes(self.theta[block], zb, ub))
+        return np.concatenate(parts)
