@@ -35,7 +35,6 @@ import cmdstanpy
 import numpy as np
 from _common import machine_info, median, print_table, run_timed, write_results
 
-from stanflow.lcvi import lcvi_model, stan_data
 from stanflow.lcvi.mf import load_lastfm, matrix_factorisation, reference_split
 from stanflow.losses import bound_loss
 
@@ -62,15 +61,11 @@ def main() -> None:
         Y, reference_split(Y.shape), K=20, prior_sd=10.0, noise_sd=1.0
     )
     loss = bound_loss("squared")
-    model = lcvi_model(loss, problem.template)  # compiled before timing
-    data = stan_data(
-        problem,
-        np.zeros(problem.n),
-        np.zeros((1, problem.n)),
-        loss,
-        "exp",
-        1.0,
-        weight=0.0,
+    bound = problem.bind(loss)
+    model = bound.executable()  # compiled before timing
+    data = bound.stan_data(
+        np.zeros(problem.n), np.zeros((1, problem.n)), np.full((1, problem.n), 0.5),
+        bound.settings(0.0, "exp", 1.0, "linearised", 1),
     )
     records = {(path, v): [] for path in PATHS for v in VARIANTS}
     with tempfile.TemporaryDirectory() as tmp:

@@ -37,9 +37,7 @@ from _common import REPO, machine_info, print_table, timed_call, write_results
 from stanflow.lcvi import (
     ADVI_DEFAULTS,
     eight_schools,
-    lcvi_model,
     run_lcvi,
-    stan_data,
 )
 from stanflow.losses import bound_loss
 
@@ -56,10 +54,11 @@ def main() -> None:
     data = json.loads((REPO / "data" / "eight_schools.json").read_text())
     problem = eight_schools(data)
     loss = bound_loss("check", tau=0.2)
-    model = lcvi_model(loss, problem.template)  # compiled before timing
-    plain_data = stan_data(
-        problem, np.zeros(problem.n), np.zeros((1, problem.n)), loss, "linear", 1.0,
-        weight=0.0,
+    bound = problem.bind(loss)
+    model = bound.executable()  # compiled before timing
+    plain_data = bound.stan_data(
+        np.zeros(problem.n), np.zeros((1, problem.n)), np.full((1, problem.n), 0.5),
+        bound.settings(0.0, "linear", 1.0, "linearised", 1),
     )
     n_iter = ADVI_DEFAULTS["iter"]
 

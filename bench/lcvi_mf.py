@@ -33,7 +33,7 @@ from functools import partial
 import numpy as np
 from _common import machine_info, print_table, timed_call, write_results
 
-from stanflow.lcvi import empirical_risk, lcvi_model, run_lcvi, stan_data
+from stanflow.lcvi import empirical_risk, run_lcvi
 from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,
@@ -87,10 +87,11 @@ def main() -> None:
     for seed in range(1, args.seeds + 1):
         for name, (family, params) in LOSSES.items():
             loss = bound_loss(family, **params)
-            model = lcvi_model(loss, problem.template)  # compiled before timing
-            data = stan_data(
-                problem, np.zeros(problem.n), np.zeros((1, problem.n)), loss, "exp",
-                1.0, weight=0.0,
+            bound = problem.bind(loss)
+            model = bound.executable()  # compiled before timing
+            data = bound.stan_data(
+                np.zeros(problem.n), np.zeros((1, problem.n)), np.full((1, problem.n), 0.5),
+                bound.settings(0.0, "exp", 1.0, "linearised", 1),
             )
 
             jobs = [

@@ -27,7 +27,6 @@ from bridgestan.__version import __version_info__ as bridgestan_version_info
 from stanflow import models
 from stanflow.gibbs.templates import template_data
 from stanflow.lcvi.problem import normal_mean
-from stanflow.lcvi.stan import stan_data as lcvi_data
 from stanflow.models import program_path
 from stanflow.workflows import DATA_DIR
 
@@ -57,10 +56,11 @@ def _lcvi() -> dict:
     eps_y = np.random.default_rng(2).standard_normal((4, 3))
     from stanflow.losses import bound_loss
 
-    data = lcvi_data(problem, np.array([-1.0, 0.2, 0.5]), eps_y,
-                     bound_loss("check", tau=0.2), "exp", 0.3, "naive", 1.0)
+    model = problem.bind(bound_loss("check", tau=0.2))
+    data = model.stan_data(np.array([-1.0, 0.2, 0.5]), eps_y, np.full((4, 3), 0.5),
+                           model.settings(1.0, "exp", 0.3, "naive", 4))
     return {
-        "source": program_path(problem.template),
+        "source": problem.source.path,
         "slots": {"loss.stanfunctions": program_path("losses/check.stanfunctions")},
         "data": data,
         "params": {"theta": 0.7},

@@ -1,7 +1,7 @@
 """The paper's joint LCVI optimisation (stanflow.lcvi.joint) against independent truths.
 
-- The joint templates ``stan/lcvi/*_joint.stan``: their utility term, read off
-  the in-process log density at weight 1 minus weight 0, equals the NumPy
+- The shipped programs' evaluation forms: their utility term, read off the
+  in-process log density at weight 1 minus weight 0, equals the NumPy
   estimator at the same ``(theta, h, eps_y)``; their gradient (in the model's
   parameters, ``h`` and ``eps_y``) equals central finite differences of the
   log density.
@@ -19,7 +19,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -42,16 +41,23 @@ Y = np.array([0.3, -0.5, 1.1, 0.6])
 PRIOR_SD, TAU, M = 10.0, 0.2, 0.5
 
 
+def _point(joint, z, h, eps_y):
+    """An evaluation row at unconstrained ``(z, h, eps_y)`` with the joint's settings."""
+    point = np.zeros(joint.parts["lcvi"].stop)
+    point[joint.parts["theta"]], point[joint.parts["h"]] = z, h
+    point[joint.parts["z"]] = eps_y.ravel(order="F")  # Stan: column-major
+    point[joint.parts["u"]] = 0.5
+    point[joint.parts["lcvi"]] = joint.settings
+    return point
+
+
 def _utility_from_log_density(problem, z, h, eps_y, kind, scale, estimator):
     """log density at weight 1 minus at weight 0, at unconstrained ``(z, h, eps_y)``."""
     S = eps_y.shape[0]
-    point = np.concatenate([z, h, eps_y.ravel(order="F")])  # Stan: column-major
-    values = [
-        joint_model(problem, LOSS, kind, scale, estimator, S, weight).log_density(
-            point, propto=False
-        )
-        for weight in (1.0, 0.0)
-    ]
+    values = []
+    for weight in (1.0, 0.0):
+        joint = joint_model(problem.bind(LOSS), kind, scale, estimator, S, weight)
+        values.append(joint.library.log_density(_point(joint, z, h, eps_y), propto=False))
     return values[0] - values[1]
 
 
@@ -65,7 +71,8 @@ def test_eight_schools_joint_utility_term_matches_numpy(cmdstan, kind, scale, es
     z = np.concatenate([[4.0, np.log(3.0)], theta])  # (mu, log tau, theta)
     eps_y, h = rng.standard_normal((6, 8)), rng.normal(5.0, 5.0, size=8)
     expected = utility_per_theta(
-        normal_outcomes(theta[None], SCHOOLS.sd, eps_y), h, LOSS, kind, scale, estimator
+        normal_outcomes(theta[None], np.array(SCHOOLS.data["sigma"]), eps_y), h, LOSS, kind,
+        scale, estimator
     )[0]
     got = _utility_from_log_density(SCHOOLS, z, h, eps_y, kind, scale, estimator)
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
@@ -77,33 +84,35 @@ def test_matrix_factorisation_joint_utility_term_matches_numpy(cmdstan):
     problem = matrix_factorisation(rng.normal(size=(I, J)), split_cells((I, J), rng), K=K)
     U, V = rng.normal(size=(I, K)), rng.normal(size=(J, K))
     z = np.concatenate([U.ravel(order="F"), V.ravel(order="F")])
-    loc = problem.location(z[None])
+    loc = (U @ V.T).ravel(order="F")[np.asarray(problem.data["cell"]) - 1][None]  # column-major
     eps_y, h = rng.standard_normal((2, problem.n)), rng.normal(size=problem.n)
     expected = utility_per_theta(
-        normal_outcomes(loc, problem.sd, eps_y), h, LOSS, "exp", 0.6, "linearised"
+        normal_outcomes(loc, np.ones(problem.n), eps_y), h, LOSS, "exp", 0.6, "linearised"
     )[0]
     got = _utility_from_log_density(problem, z, h, eps_y, "exp", 0.6, "linearised")
     assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
 def test_joint_gradient_equals_finite_differences(cmdstan):
-    model = joint_model(SCHOOLS, LOSS, "linear", 40.0, "naive", 3, 1.0)
+    joint = joint_model(SCHOOLS.bind(LOSS), "linear", 40.0, "naive", 3, 1.0)
     rng = np.random.default_rng(2)
-    point = np.concatenate(
-        [[4.0, np.log(3.0)], rng.normal(5.0, 4.0, 8), rng.normal(5.0, 5.0, 8), rng.standard_normal(24)]
-    )
+    z = np.concatenate([[4.0, np.log(3.0)], rng.normal(5.0, 4.0, 8)])
+    point = _point(joint, z, rng.normal(5.0, 5.0, 8), rng.standard_normal((3, 8)))
+    model, parts = joint.library, joint.parts
     _, grad = model.log_density_gradient(point, propto=False)
     step = 1e-6
+    # the model's parameters, the base samples and the decisions
+    moving = np.r_[parts["theta"], parts["z"], parts["h"]]
     finite = np.array(
         [
             (model.log_density(point + step * e, propto=False)
              - model.log_density(point - step * e, propto=False)) / (2 * step)
-            for e in np.eye(point.size)
+            for e in np.eye(point.size)[moving]
         ]
     )
     # the check loss is piecewise linear: no kink lies within `step` of this point
-    assert np.allclose(grad, finite, rtol=1e-6, atol=1e-6)
-    assert np.any(grad[10:18] != 0) and np.any(grad[18:] != 0)  # h and eps_y enter
+    assert np.allclose(grad[moving], finite, rtol=1e-6, atol=1e-6)
+    assert np.any(grad[parts["h"]] != 0) and np.any(grad[parts["z"]] != 0)  # h and eps_y enter
 
 
 @pytest.fixture(scope="module")
@@ -213,9 +222,3 @@ def test_bad_input_fails_before_any_compilation(options, match):
     problem = normal_mean(Y, 1.0)
     with pytest.raises(ValueError, match=match):
         run_lcvi_joint(problem, "check", tau=TAU, **options)
-
-
-def test_a_template_without_a_joint_variant_is_named():
-    problem = replace(normal_mean(Y, 1.0), template="models/eight_schools")
-    with pytest.raises(ValueError, match="models/eight_schools"):
-        run_lcvi_joint(problem, "check", tau=TAU)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi, stan_data
+from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi
 from stanflow.lcvi.decision_step import empirical_risk, settled
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
 from stanflow.losses import bound_loss
@@ -110,7 +110,7 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
     # the decision step maximised the estimated utility term of the last state
     step = loop.steps[-1]
     z = step.state.draws(loop.eps_theta)
-    y = normal_outcomes(SCHOOLS.location(z), SCHOOLS.sd, loop.eps_y)
+    y = normal_outcomes(z[:, 2:], np.array(SCHOOLS.data["sigma"]), loop.eps_y)  # (mu, log tau, theta)
     best = utility_per_theta(y, step.decisions, loop.loss, "exp", loop.scale, "naive").mean()
     for shift in (-0.05, 0.05):
         other = utility_per_theta(y, step.decisions + shift, loop.loss, "exp", loop.scale, "naive")
@@ -161,19 +161,18 @@ def test_loop_rejects_bad_input_before_running(call, message):
         call()
 
 
-def test_stan_data_rejects_decisions_of_the_wrong_shape():
-    loss = bound_loss("squared")
-    eps = np.zeros((2, 8))
+@pytest.mark.e2e
+def test_stan_data_rejects_decisions_of_the_wrong_shape(cmdstan):
+    model = SCHOOLS.bind(bound_loss("squared"))
+    eps, settings = np.zeros((2, 8)), model.settings(1.0, "linear", 1.0, "linearised", 2)
     with pytest.raises(ValueError, match=r"h \(decisions\) must have shape \(8,\)"):
-        stan_data(SCHOOLS, np.zeros(7), eps, loss, "linear", 1.0)
+        model.stan_data(np.zeros(7), eps, eps, settings)
     with pytest.raises(ValueError, match=r"h \(decisions\) must have shape \(8,\)"):
-        stan_data(SCHOOLS, np.zeros((8, 1)), eps, loss, "linear", 1.0)
+        model.stan_data(np.zeros((8, 1)), eps, eps, settings)
     with pytest.raises(ValueError, match=r"h \(decisions\) must be finite"):
-        stan_data(SCHOOLS, np.full(8, np.nan), eps, loss, "linear", 1.0)
-    with pytest.raises(ValueError, match=r"eps_y must have shape \(S, 8\)"):
-        stan_data(SCHOOLS, np.zeros(8), np.zeros((2, 3)), loss, "linear", 1.0)
-    with pytest.raises(ValueError, match="weight must be >= 0"):
-        stan_data(SCHOOLS, np.zeros(8), eps, loss, "linear", 1.0, weight=-1.0)
+        model.stan_data(np.full(8, np.nan), eps, eps, settings)
+    with pytest.raises(ValueError, match=r"base samples must have shape \(S, 8\)"):
+        model.stan_data(np.zeros(8), np.zeros((2, 3)), np.zeros((2, 3)), settings)
 
 
 def test_problems_reject_bad_data():

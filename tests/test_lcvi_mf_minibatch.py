@@ -1,7 +1,7 @@
 """The authors' minibatch LCVI for matrix factorisation (stanflow.lcvi.mf_minibatch).
 
 - The NumPy twin's log density and gradient equal the Stan file's
-  (``stan/lcvi/matrix_factorisation_joint.stan`` through bridgestan) to 1e-9.
+  (``stan/lcvi/matrix_factorisation.stan``'s evaluation form through bridgestan) to 1e-9.
 - The optimiser's gradients are the twin's: with one draw and the whole
   matrix as the batch they equal its gradient at the drawn factors; over the
   batches of an epoch (equal sizes, fixed draws) the scaled minibatch
@@ -45,17 +45,20 @@ def _problem(seed: int = 3, noise_sd: float = 1.0):
 @pytest.mark.parametrize("kind, scale, coefficient", [("exp", 0.7, 0.7), ("linear", 4.0, 0.25)])
 def test_twin_equals_the_stan_file(cmdstan, kind, scale, coefficient):
     problem = _problem()
-    model = joint_model(problem, LOSS, kind, scale, "linearised", 1, 1.0)
+    joint = joint_model(problem.bind(LOSS), kind, scale, "linearised", 1, 1.0)
     rng = np.random.default_rng(8)
     U, V = rng.normal(size=(I, K)), rng.normal(size=(J, K))
     h, eps_y = rng.normal(size=problem.n), rng.standard_normal(problem.n)
-    point = np.concatenate([U.ravel(order="F"), V.ravel(order="F"), h, eps_y])
-    lp_stan, grad = model.log_density_gradient(point, propto=False)
+    point = np.zeros(joint.parts["lcvi"].stop)
+    point[joint.parts["theta"]] = np.concatenate([U.ravel(order="F"), V.ravel(order="F")])
+    point[joint.parts["h"]], point[joint.parts["z"]] = h, eps_y
+    point[joint.parts["lcvi"]] = joint.settings
+    lp_stan, grad = joint.library.log_density_gradient(point, propto=False)
     lp, g_U, g_V, g_h = log_density_gradient(problem, LOSS, coefficient, U, V, h, eps_y)
     assert lp == pytest.approx(lp_stan, rel=1e-12, abs=1e-9)
     assert np.allclose(g_U.ravel(order="F"), grad[: I * K], rtol=1e-9, atol=1e-9)
     assert np.allclose(g_V.ravel(order="F"), grad[I * K : (I + J) * K], rtol=1e-9, atol=1e-9)
-    assert np.allclose(g_h, grad[(I + J) * K : (I + J) * K + problem.n], rtol=1e-9, atol=1e-9)
+    assert np.allclose(g_h, grad[joint.parts["h"]], rtol=1e-9, atol=1e-9)
 
 
 def _factors(rng):

@@ -76,7 +76,7 @@ def run(out: Path, quick: bool) -> dict:
     hmc = _nuts(data, 200 if quick else 1000)
     hmc_theta = hmc.stan_variable("theta")
     risk_hmc = empirical_risk(
-        problem.y, loss.mixture_decision(hmc_theta, problem.sd), loss
+        problem.y, loss.mixture_decision(hmc_theta, np.asarray(data["sigma"], float)), loss
     )
 
     loops = [

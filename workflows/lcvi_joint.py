@@ -79,8 +79,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from stanflow.lcvi import (
+    LcviProgram,
     Loop,
-    Problem,
+    Predictive,
     eight_schools,
     empirical_risk,
     run_lcvi,
@@ -94,7 +95,7 @@ from stanflow.lcvi.mf import (
     reference_split,
     reference_test_risks,
 )
-from stanflow.lcvi.utility import outcome_base_samples, utility_at_locations
+from stanflow.lcvi.utility import outcome_base_samples
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import log_density_rows
 from stanflow.models.evaluation import default_threads
@@ -246,7 +247,7 @@ def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
     return _with_reductions(record)
 
 
-def _schools_loop(problem: Problem, loss: BoundLoss, part: EightSchools, seed: int) -> dict:
+def _schools_loop(problem: LcviProgram, loss: BoundLoss, part: EightSchools, seed: int) -> dict:
     """The loop as ``lcvi-eight-schools`` runs it."""
     fit = run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed,
                    tol=part.tol, max_iter=2 * part.advi_iter, advi_args={"iter": part.advi_iter})
@@ -263,7 +264,7 @@ def _schools_loop(problem: Problem, loss: BoundLoss, part: EightSchools, seed: i
 
 
 def _schools_adam(
-    problem: Problem, loss: BoundLoss, part: EightSchools, seed: int, scale: float,
+    problem: LcviProgram, loss: BoundLoss, part: EightSchools, seed: int, scale: float,
     parts: str, outcomes: str,
 ) -> dict:
     """Adam's plain VI or LCVI: risks at the Bayes decisions and at ``h``, the end state."""
@@ -282,27 +283,31 @@ def _schools_adam(
 
 
 def _objective(
-    problem: Problem, loss: BoundLoss, scale: float, part: EightSchools, seed: int
+    problem: LcviProgram, loss: BoundLoss, scale: float, part: EightSchools, seed: int
 ) -> Callable[[dict], float]:
     """``{"mu", "omega"} -> ELBO + U`` at the Bayes decisions, from one precise set of draws.
 
     The Bayes decision of each draw's predictive maximises ``U`` up to the
     outcome samples' error, so this is the paper's ``ELBO + max_h U``.
     """
-    model = joint_model(problem, loss, "linear", scale, "linearised", 1, 0.0)
+    model = problem.bind(loss)
+    joint = joint_model(model, "linear", scale, "linearised", 1, 0.0)
     rng = np.random.default_rng(10_000 + seed)
-    D = model.param_unc_num() - 2 * problem.n
+    D = model.dim
     eps_theta = rng.standard_normal((part.eval_draws, D))
     eps_y = outcome_base_samples(part.eval_outcomes, problem.n, rng)
 
     def objective(end: dict) -> float:
         mu, omega = np.asarray(end["mu"]), np.asarray(end["omega"])
         z = mu + np.exp(omega) * eps_theta
-        points = np.hstack([z, np.zeros((part.eval_draws, 2 * problem.n))])
-        log_p = log_density_rows(model, points, propto=False).mean()
-        loc = problem.location(z)
-        h = loss.mixture_decision(loc, problem.sd)
-        u = utility_at_locations(loc, problem.sd, eps_y, h, loss, "linear", scale)
+        points = np.zeros((part.eval_draws, joint.parts["lcvi"].stop))
+        points[:, joint.parts["theta"]] = z
+        points[:, joint.parts["lcvi"]] = joint.settings
+        log_p = log_density_rows(joint.library, points, propto=False).mean()
+        predictive = Predictive(model, z)
+        h = predictive.bayes_decisions()
+        u = predictive.utility(h, eps_y, np.full(eps_y.shape, 0.5), "linear", scale,
+                               "linearised")
         entropy = np.sum(omega) + 0.5 * D * (1 + np.log(2 * np.pi))
         return float(log_p + entropy + u.mean())
 
@@ -315,7 +320,7 @@ def _objective(
 class LastFmProblem(NamedTuple):
     """The Last.fm problem of one part: the model, the test cells and the losses."""
 
-    problem: Problem
+    problem: LcviProgram
     shape: tuple[int, int, int]
     test_rows: np.ndarray
     test_cols: np.ndarray

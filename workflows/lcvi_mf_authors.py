@@ -6,7 +6,7 @@ three losses but not for tilted 0.8 (about 0.3974 against the authors'
 (``lcvi-joint``) does not close that gap either. What is left is the
 authors' own recipe, which this workflow re-implements
 (:mod:`stanflow.lcvi.mf_minibatch`, a NumPy twin of
-``stan/lcvi/matrix_factorisation_joint.stan`` tested against it): minibatches
+``stan/lcvi/matrix_factorisation.stan`` tested against it): minibatches
 of 100 users with their terms scaled by ``I / B``, 11 draws for the ELBO and
 300 separate draws with one outcome each for the utility term, softplus
 scales, Adam at ``lr = 0.01`` on means, scales and the decisions of every cell

@@ -65,7 +65,7 @@ MOVED = {
 _MOVED_LINE = re.compile(
     r"^\s*(?:matrix|vector)(?:<.*>)?\[[^\]]*\]\s+(?P<name>lcvi_z|lcvi_u|lcvi_h|lcvi);"
 )
-_UTILITY_CALL = re.compile(r"\blcvi_utility\s*\(")
+_UTILITY_CALL = re.compile(r"target\s*\+=[^;]*\blcvi_utility\s*\(")
 _DEFINITION = re.compile(r"^\s*real lcvi_utility\(matrix outcomes", re.MULTILINE)
 CHECK_LOSS = Path(__file__).resolve().parents[2] / "stan" / "losses" / "squared.stanfunctions"
 
@@ -125,16 +125,19 @@ def read_lcvi_program(
         raise contract_error(path, "file not found")
     if path.suffix != ".stan":
         raise contract_error(path, "an LCVI program is a complete Stan program, a .stan file")
+    text = path.read_text()
+    if "lcvi.stanfunctions" not in text:
+        raise contract_error(
+            path, f"stanflow's functions are not included: add `{FUNCTIONS_INCLUDE}` to the "
+            "functions block"
+        )
+    if "lcvi_data.stan" not in text:
+        raise contract_error(
+            path, f"the data block lacks stanflow's LCVI data: add `{DATA_INCLUDE}` to the "
+            "data block"
+        )
     bound = {"loss.stanfunctions": CHECK_LOSS, **dict(slots or {})}
-    try:
-        code, info = read_source(path, stanc, include_paths=include_paths, slots=bound)
-    except CompileError as err:
-        if "lcvi_utility" in err.console and FUNCTIONS_INCLUDE not in path.read_text():
-            raise contract_error(
-                path, f"stanflow's functions are not included: add `{FUNCTIONS_INCLUDE}` "
-                "to the functions block"
-            ) from err
-        raise
+    code, info = read_source(path, stanc, include_paths=include_paths, slots=bound)
     if not _DEFINITION.search(code):
         raise contract_error(
             path, f"stanflow's functions are not included: add `{FUNCTIONS_INCLUDE}` to the "

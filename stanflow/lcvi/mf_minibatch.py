@@ -16,7 +16,7 @@ with one draw per step). At every step of their :class:`Recipe`:
 - float32 arithmetic.
 
 The model and the utility term are those of
-``stan/lcvi/matrix_factorisation_joint.stan`` with the linearised estimator
+``stan/lcvi/matrix_factorisation.stan`` with the linearised estimator
 (``-c sum_n mean_s l(y_s, h_n)``, ``c = gamma`` or ``1/M``), written out in
 NumPy so that 300 draws per step cost milliseconds: :func:`log_density_gradient`
 is that file's log density and gradient for one draw, checked against the
@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 
 from stanflow.adam import adam_update
-from stanflow.lcvi.problem import Problem
+from stanflow.lcvi.program import LcviProgram
 from stanflow.losses import BoundLoss, get_loss
 from stanflow.optimiser_state import (
     OptimiserState,
@@ -101,7 +101,7 @@ class _Cells(NamedTuple):
     cols: np.ndarray
 
 
-def _cells(problem: Problem, dtype: np.dtype) -> _Cells:
+def _cells(problem: LcviProgram, dtype: np.dtype) -> _Cells:
     data = problem.data
     I, J = data["I"], data["J"]
     index = np.asarray(data["cell"]) - 1  # column-major
@@ -128,7 +128,7 @@ def _loss_gradient(
 
 
 def log_density_gradient(
-    problem: Problem,
+    problem: LcviProgram,
     loss: BoundLoss,
     coefficient: float,
     U: np.ndarray,
@@ -146,7 +146,7 @@ def log_density_gradient(
 
     Parameters
     ----------
-    problem : Problem
+    problem : LcviProgram
         From :func:`stanflow.lcvi.mf.matrix_factorisation`.
     loss : BoundLoss
         A loss of ``y - h`` (:data:`DIFFERENCE_LOSSES`).
@@ -189,7 +189,7 @@ def _normal_lpdf(x: np.ndarray, sd: float) -> float:
 
 
 def fit(
-    problem: Problem,
+    problem: LcviProgram,
     loss: BoundLoss,
     coefficient: float,
     *,
@@ -202,7 +202,7 @@ def fit(
 
     Parameters
     ----------
-    problem : Problem
+    problem : LcviProgram
         From :func:`stanflow.lcvi.mf.matrix_factorisation`.
     loss : BoundLoss
         A loss of ``y - h`` (:data:`DIFFERENCE_LOSSES`).
@@ -297,7 +297,7 @@ def _checked(
     return dloss
 
 
-def _signature(problem: Problem, loss: BoundLoss, coefficient: float, recipe: Recipe,
+def _signature(problem: LcviProgram, loss: BoundLoss, coefficient: float, recipe: Recipe,
                seed: int) -> dict:
     """Everything :func:`fit`'s steps depend on, the data as a digest."""
     return {

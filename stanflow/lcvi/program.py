@@ -54,6 +54,7 @@ from stanflow.models import (
     log_density_gradient_rows,
 )
 from stanflow.models.source import cmdstan_name, model_name
+from stanflow.models.templates import STAN_DIR
 from stanflow.toolchain import installer
 
 HEADER = 9
@@ -117,7 +118,8 @@ class LcviProgram:
         dims: Mapping[str, list[str]] | None = None,
         threads: int | None = None,
     ) -> None:
-        self.include_paths = tuple(Path(p) for p in include_paths)
+        # stanflow's LCVI includes (lcvi.stanfunctions, lcvi_data.stan) after the user's
+        self.include_paths = (*(Path(p) for p in include_paths), STAN_DIR / "lcvi")
         self.stanc = installer.install() / "bin" / "stanc"
         self.source: LcviSource = read_lcvi_program(
             stan_file, self.stanc, include_paths=self.include_paths
