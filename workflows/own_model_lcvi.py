@@ -122,7 +122,8 @@ def settings(quick: bool) -> dict[str, Any]:
     return {
         "conjugate": {"n": 8, "K": 2, "sigma": 1.0, "prior_sd": 10.0, "tau": 0.2, "M": 0.5,
                       "iter": 4000 if quick else 10000, "branch_iter": 1000 if quick else 2000,
-                      "decision_every": 500, "eta": 0.1, "tol": 0.1 if quick else 0.002},
+                      "decision_every": 500, "eta": 0.1, "grad_samples": 50, "n_draws": 4000,
+                      "tol": 0.1 if quick else 0.01},
         "lognormal": {"n": 100, "M": 50, "K": 2, "alpha": 0.5, "beta": [0.8, -0.4],
                       "sigma": 0.6, "tau": 0.8, "seeds": 2 if quick else 10,
                       "iter": 2000 if quick else 10000, "nuts_draws": 500 if quick else 1000,
@@ -177,9 +178,10 @@ def conjugate_piece(path: Path, config: dict, pieces: Pieces) -> dict:
         program = LcviProgram(path, data, y=data["y"], name="conjugate")
         loop = run_lcvi(program, "check", tau=config["tau"], scale=config["M"],
                         tol=config["tol"], max_iter=2 * config["iter"], seed=SEED,
-                        branch_iter=config["branch_iter"],
+                        branch_iter=config["branch_iter"], n_draws=config["n_draws"],
                         decision_every=config["decision_every"],
-                        advi_args={"iter": config["iter"], "eta": config["eta"]})
+                        advi_args={"iter": config["iter"], "eta": config["eta"],
+                                   "grad_samples": config["grad_samples"]})
         m_star, s_star, h_star = calibrated_optimum(data, config, loop.eps_y)
         precision = 1 / config["prior_sd"] ** 2 + data["N"] / config["sigma"] ** 2
         m_post = data["X"].T @ data["y"] / config["sigma"] ** 2 / precision
