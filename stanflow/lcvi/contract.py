@@ -37,6 +37,7 @@ from pathlib import Path
 from stanflow.gibbs.contract import ContractError
 from stanflow.models.cache import CompileError
 from stanflow.models.source import check_compiles, move_to_parameters, read_source
+from stanflow.resources import resource_dir
 
 CONTRACT_PAGE = "docs/your-own-model.md#lcvi"
 """The contract's documentation, named in every contract error."""
@@ -67,7 +68,6 @@ _MOVED_LINE = re.compile(
 )
 _UTILITY_CALL = re.compile(r"target\s*\+=[^;]*\blcvi_utility\s*\(")
 _DEFINITION = re.compile(r"^\s*real lcvi_utility\(matrix outcomes", re.MULTILINE)
-CHECK_LOSS = Path(__file__).resolve().parents[2] / "stan" / "losses" / "squared.stanfunctions"
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,8 @@ def read_lcvi_program(
             path, f"the data block lacks stanflow's LCVI data: add `{DATA_INCLUDE}` to the "
             "data block"
         )
-    bound = {"loss.stanfunctions": CHECK_LOSS, **dict(slots or {})}
+    check_loss = resource_dir("stan") / "losses" / "squared.stanfunctions"
+    bound = {"loss.stanfunctions": check_loss, **dict(slots or {})}
     code, info = read_source(path, stanc, include_paths=include_paths, slots=bound)
     if not _DEFINITION.search(code):
         raise contract_error(
