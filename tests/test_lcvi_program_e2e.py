@@ -167,3 +167,22 @@ def test_the_loop_and_the_joint_optimisation_take_the_program(lognormal):
     assert float(idata.posterior["sigma"].min()) > 0
     assert list(idata.decisions["part"].values) == ["vi", "lcvi"]
     assert np.all(np.isfinite(idata.decisions["risk"]))
+
+
+@pytest.mark.e2e
+def test_plain_vi_is_the_plain_advi_a_user_runs(lognormal, tmp_path):
+    """With the utility term off the outcomes never enter the target, so the loop's
+    plain VI (one outcome sample, eta adapted, split at the branch) is the ADVI run a
+    user starts on the program with cmdstanpy, draw for draw."""
+    program, model = lognormal
+    loop = run_lcvi(program, "check", tau=TAU, seed=4, tol=10.0, n_draws=100,
+                    advi_args={"iter": 400, "output_samples": 50})
+    N = program.n
+    settings = model.settings(0.0, "linear", 1.0, "linearised", 1)
+    data = model.stan_data(np.zeros(N), np.zeros((1, N)), np.full((1, N), 0.5), settings)
+    fit = model.executable().variational(
+        data=data, seed=4, iter=400, grad_samples=10, elbo_samples=100, eval_elbo=1000,
+        tol_rel_obj=1e-9, draws=50, output_dir=tmp_path, require_converged=False,
+    )
+    for name in ("alpha", "beta", "sigma"):
+        assert np.array_equal(loop.vi.fit.stan_variable(name), fit.stan_variable(name)), name

@@ -447,9 +447,11 @@ class _Runner:
                 for k, v in run_args.items()
                 if k != "eta" and not k.startswith("adapt.")
             }
-        settings = self.model.settings(weight, self.kind, scale, self.estimator,
-                                       self.eps_y.shape[0])
-        data = self.model.stan_data(h, self.eps_y, self.eps_u, settings)
+        # with the utility term off the outcomes never enter the target: one
+        # sample gives the same trajectory, and sampled outcomes cost 1/S as much
+        z, u = (self.eps_y, self.eps_u) if weight else (self.eps_y[:1], self.eps_u[:1])
+        settings = self.model.settings(weight, self.kind, scale, self.estimator, z.shape[0])
+        data = self.model.stan_data(h, z, u, settings)
         start = time.perf_counter()
         fit, state = run_advi(
             self.model.executable(),
