@@ -5,6 +5,13 @@ Executables (:mod:`stanflow.models.executables`) and model libraries
 the artefact depends on, an entry is built at most once, into a temporary
 folder that is renamed into place, under a per-key file lock (so two
 processes asking for the same entry build it once).
+
+An entry records what it holds: its manifest ``stanflow.json``, written last,
+gives the size and sha256 of every file in it. An entry is verified before it
+is served (sizes on every call, digests once per process while the files stay
+the same); a damaged or incomplete one is removed and rebuilt once, with a
+warning naming the entry and the fault. The next build of a key removes the
+temporary folders that killed builds of that key left behind.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import datetime
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -21,13 +29,26 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from stanflow.atomic import write_atomic
 from stanflow.toolchain.layout import stanflow_home
 
 PathLike = str | os.PathLike
+Check = Callable[[Path], str | None]
+"""An artefact's own test of an entry: what is wrong with it, or None."""
+
+_log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 MANIFEST = "stanflow.json"
-"""Each entry's record of what it was built from."""
+"""Each entry's record of what it was built from and what it holds."""
+FILES = "files"
+"""The manifest's field recording the entry's files: name -> ``{"size", "sha256"}``."""
+
+_VERIFIED: set[tuple[Any, ...]] = set()
+"""Fingerprints of entries verified in this process: whether a check ran, their
+path, recorded digests and every file's device, inode and modification time. A
+hit checks sizes only, so loops that ask for an entry do not hash it again."""
 
 
 class CompileError(RuntimeError):
@@ -42,6 +63,10 @@ class CompileError(RuntimeError):
     def __init__(self, message: str, console: str) -> None:
         super().__init__(message)
         self.console = console
+
+
+class _Unsound(Exception):
+    """An entry that must not be served; the message says why."""
 
 
 def cache_dir() -> Path:
@@ -95,8 +120,9 @@ def ensure_entry(
     key: str,
     manifest: Mapping[str, Any],
     build: Callable[[Path], None],
+    check: Check | None = None,
 ) -> Path:
-    """Return the cache entry ``key``, building it first if it is missing.
+    """Return the cache entry ``key``, verified; build it first if it is missing or unsound.
 
     Parameters
     ----------
@@ -104,28 +130,87 @@ def ensure_entry(
         From :func:`cache_key`.
     manifest : mapping
         What the entry was built from; written to ``stanflow.json`` with the
-        key and the build time once ``build`` succeeds.
+        key, the record of the entry's files and the build time once ``build``
+        succeeds.
     build : callable
         ``build(folder)`` fills an empty temporary folder; it raises on failure,
         and then nothing is left behind.
+    check : callable, optional
+        ``check(entry)``: the artefact's own test of an entry whose files match
+        their record (a library loads, say); returns what is wrong, or None.
 
     Returns
     -------
     pathlib.Path
         ``cache_dir() / key``.
+
+    Raises
+    ------
+    CompileError
+        If an entry just built fails its verification or ``check``; it is
+        removed.
     """
-    folder = cache_dir()
-    entry = folder / key
-    if entry.is_dir():
+    entry = cache_dir() / key
+    if entry.is_dir() and entry_problem(entry, check) is None:
         return entry
-    folder.mkdir(parents=True, exist_ok=True)
-    locks = folder / ".locks"  # one lock file per key, kept out of the listing
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    locks = entry.parent / ".locks"  # one lock file per key, kept out of the listing
     locks.mkdir(exist_ok=True)
     with open(locks / f"{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not entry.is_dir():
-            _build(entry, manifest, build)
+        _ensure_locked(entry, manifest, build, check)
     return entry
+
+
+def entry_problem(entry: Path, check: Check | None = None) -> str | None:
+    """Say why the cache entry ``entry`` must not be served, or return None if it is sound.
+
+    Sound means: a manifest recording the size and sha256 of its files, every
+    recorded file present with its size and digest, and ``check`` passed. The
+    digests and ``check`` run once per process while the files stay the same.
+
+    Parameters
+    ----------
+    entry : pathlib.Path
+        An entry folder, ``cache_dir() / key``.
+    check : callable, optional
+        As in :func:`ensure_entry`.
+
+    Returns
+    -------
+    str or None
+        One line naming the fault, e.g. ``"gibbs has 512 bytes, its record says 4096"``.
+    """
+    try:
+        record = _read_record(entry)
+        fingerprint = (check is not None, *_fingerprint(entry, record))
+        if fingerprint not in _VERIFIED:
+            _check_digests(entry, record)
+            problem = None if check is None else check(entry)
+            if problem is not None:
+                return problem
+            _VERIFIED.add(fingerprint)
+    except _Unsound as fault:
+        return str(fault)
+    return None
+
+
+def _ensure_locked(
+    entry: Path, manifest: Mapping[str, Any], build: Callable[[Path], None], check: Check | None
+) -> None:
+    """Serve, rebuild or build ``entry``; call only while holding its key's lock."""
+    if entry.is_dir():
+        problem = entry_problem(entry, check)  # another process may have rebuilt it
+        if problem is None:
+            return
+        _log.warning("rebuilding the cache entry %s: %s", entry, problem)
+        _discard(entry)
+    _remove_leftovers(entry)
+    _build(entry, manifest, build)
+    problem = entry_problem(entry, check)
+    if problem is not None:
+        _discard(entry)
+        raise CompileError(f"the cache entry {entry} just built is unusable: {problem}", problem)
 
 
 def _build(
@@ -139,9 +224,11 @@ def _build(
         record = {
             "key": entry.name,
             **manifest,
+            FILES: _record_files(tmp),
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
         }
-        (tmp / MANIFEST).write_text(json.dumps(record, indent=2, default=str) + "\n")
+        text = json.dumps(record, indent=2, default=str) + "\n"
+        write_atomic(tmp / MANIFEST, lambda path: Path(path).write_text(text))
         try:
             os.rename(tmp, entry)
         except OSError:
@@ -149,6 +236,89 @@ def _build(
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _record_files(folder: Path) -> dict[str, dict[str, Any]]:
+    """The size and sha256 of every file below ``folder`` but its manifest."""
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p != folder / MANIFEST)
+    return {
+        path.relative_to(folder).as_posix(): {
+            "size": path.stat().st_size,
+            "sha256": _sha256(path),
+        }
+        for path in files
+    }
+
+
+def _read_record(entry: Path) -> dict[str, dict[str, Any]]:
+    """The record of ``entry``'s files in its manifest; raises :class:`_Unsound`."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise _Unsound(f"it has no {MANIFEST}") from None
+    except (OSError, ValueError) as err:
+        raise _Unsound(f"its {MANIFEST} is unreadable ({err})") from None
+    record = manifest.get(FILES) if isinstance(manifest, dict) else None
+    if not (isinstance(record, dict) and record and all(map(_is_file_record, record.values()))):
+        raise _Unsound(f"its {MANIFEST} does not record its files' sizes and sha256 digests")
+    return record
+
+
+def _is_file_record(value: Any) -> bool:
+    return (
+        isinstance(value, dict)
+        and type(value.get("size")) is int
+        and isinstance(value.get("sha256"), str)
+        and _SHA256.match(value["sha256"]) is not None
+    )
+
+
+def _fingerprint(entry: Path, record: Mapping[str, Mapping[str, Any]]) -> tuple[Any, ...]:
+    """What identifies the entry's files now, once their sizes match the record."""
+    files = []
+    for name, expected in sorted(record.items()):
+        try:
+            stat = (entry / name).stat()
+        except FileNotFoundError:
+            raise _Unsound(f"{name} is missing") from None
+        except OSError as err:
+            raise _Unsound(f"{name} cannot be read ({err.strerror})") from None
+        if stat.st_size != expected["size"]:
+            raise _Unsound(f"{name} has {stat.st_size} bytes, its record says {expected['size']}")
+        files.append((name, expected["sha256"], stat.st_dev, stat.st_ino, stat.st_mtime_ns))
+    return (str(entry), *files)
+
+
+def _check_digests(entry: Path, record: Mapping[str, Mapping[str, Any]]) -> None:
+    for name, expected in sorted(record.items()):
+        try:
+            digest = _sha256(entry / name)
+        except OSError as err:
+            raise _Unsound(f"{name} cannot be read ({err.strerror})") from None
+        if digest != expected["sha256"]:
+            raise _Unsound(f"{name} does not match its recorded sha256 digest")
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def _discard(entry: Path) -> None:
+    """Remove ``entry`` at once: rename it into a leftover folder, then delete that."""
+    trash = Path(tempfile.mkdtemp(prefix=f".tmp-{entry.name}-", dir=entry.parent))
+    os.rename(entry, trash / entry.name)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _remove_leftovers(entry: Path) -> None:
+    """Remove temporary folders of killed builds of ``entry``'s key.
+
+    Call only while holding the key's lock: builders hold it while building,
+    so any such folder then is a leftover.
+    """
+    for leftover in entry.parent.glob(f".tmp-{entry.name}-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
 
 
 def check_name(name: str | None, source: PathLike) -> str:

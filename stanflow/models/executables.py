@@ -40,9 +40,11 @@ def compile_model(
     flags are hashed into a key; ``$STANFLOW_HOME/models/<key>/`` holds the
     program, its executable and a ``stanflow.json`` manifest. A hit loads the
     executable without recompiling (and within one process returns the model
-    object loaded before). A miss compiles into a temporary folder beside it
-    and renames it into place, under a per-key file lock, so two processes
-    asking for the same model compile it once.
+    object loaded before), once its files match the sizes and digests the
+    manifest records; a damaged entry is rebuilt, with a warning. A miss
+    compiles into a temporary folder beside it and renames it into place,
+    under a per-key file lock, so two processes asking for the same model
+    compile it once.
 
     Parameters
     ----------

@@ -12,6 +12,8 @@ executables (see ``docs/inprocess.md``).
 
 from __future__ import annotations
 
+import ctypes
+import json
 import logging
 import subprocess
 import time
@@ -23,12 +25,15 @@ import bridgestan
 from bridgestan.__version import __version_info__
 
 from stanflow.models.cache import (
+    MANIFEST,
     CompileError,
     PathLike,
+    cache_dir,
     cache_key,
     check_name,
     check_options,
     ensure_entry,
+    entry_problem,
 )
 from stanflow.models.templates import origin_note, render_with_origins
 from stanflow.toolchain import installer
@@ -60,6 +65,8 @@ def compile_library(
     covers the rendered program, the name, that installation, the stanc flags
     and the BridgeStan version the library reports (the installed
     ``bridgestan`` package's, so that it loads without a version warning).
+    A cached library is served once its files match the sizes and digests
+    its entry records and it loads; otherwise it is rebuilt, with a warning.
 
     Parameters
     ----------
@@ -90,6 +97,22 @@ def compile_library(
     code, origins = render_with_origins(
         source, include_paths=include_paths, slots=slots
     )
+    provenance = {
+        "source": str(Path(source).resolve()),
+        "slots": {k: str(Path(v).resolve()) for k, v in (slots or {}).items()},
+    }
+    return _compile(code, origins, name=name, stanc=stanc, provenance=provenance)
+
+
+def _compile(
+    code: str,
+    origins: list[tuple[Path, int]],
+    *,
+    name: str,
+    stanc: Mapping[str, Any],
+    provenance: Mapping[str, Any],
+) -> Path:
+    """The library of the rendered program ``code``, from the cache or built into it."""
     root = installer.install()
     version = read_cmdstan_version(root)
     identity = {
@@ -100,17 +123,12 @@ def compile_library(
     }
     key = cache_key(code, name=name, toolchain=identity, cpp_options={},
                     stanc_options=stanc)
-    manifest = {
-        "name": name,
-        "source": str(Path(source).resolve()),
-        "slots": {k: str(Path(v).resolve()) for k, v in (slots or {}).items()},
-        "stanc_options": stanc,
-        "toolchain": identity,
-    }
+    manifest = {"name": name, **provenance, "stanc_options": stanc, "toolchain": identity}
+    library = f"{name}{LIBRARY_SUFFIX}"
 
     def build(folder: Path) -> None:
         (folder / f"{name}.stan").write_text(code)
-        target = folder / f"{name}{LIBRARY_SUFFIX}"
+        target = folder / library
         command = [
             "make", "--no-print-directory",
             f"BRIDGESTAN_VERSION={identity['bridgestan']}",
@@ -125,15 +143,18 @@ def compile_library(
         console = result.stdout + result.stderr
         if result.returncode != 0 or not target.is_file():
             raise CompileError(
-                f"Stan program {source} failed to compile into a model library:\n"
-                f"{console}{origin_note(console, origins)}",
+                f"Stan program {provenance['source']} failed to compile into a model "
+                f"library:\n{console}{origin_note(console, origins)}",
                 console,
             )
         for leftover in folder.glob(f"{target.name}.*"):
             leftover.unlink()
         _log.info("compiled %s in %.1f s", target.name, time.perf_counter() - started)
 
-    return ensure_entry(key, manifest, build) / f"{name}{LIBRARY_SUFFIX}"
+    def loads(entry: Path) -> str | None:
+        return _load_problem(entry / library)
+
+    return ensure_entry(key, manifest, build, check=loads) / library
 
 
 def load(
@@ -175,15 +196,15 @@ def load(
     ------
     ValueError
         If the program rejects the data (a missing variable, a wrong size, a
-        failed constraint); the message is Stan's, naming the variable.
+        failed constraint); the message is Stan's, naming the variable. Also
+        if ``source`` is a library that does not load and is not in the cache
+        (a cached one is rebuilt), or a cache entry too damaged to rebuild.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
     path = Path(source)
     if path.name.endswith(LIBRARY_SUFFIX):
-        if not path.is_file():
-            raise ValueError(f"source: no model library at {path}")
-        library = path
+        library = _served(path)
     else:
         library = compile_library(
             source, slots=slots, include_paths=include_paths, name=name
@@ -197,6 +218,61 @@ def load(
         )
     except RuntimeError as err:
         raise ValueError(f"data: {path.name} rejects its data: {err}") from None
+
+
+def _served(library: Path) -> Path:
+    """``library`` once it loads; rebuilt first if its cache entry is unsound."""
+    entry = library.absolute().parent
+    if entry.parent.resolve() != cache_dir().resolve() or not entry.is_dir():
+        if not library.is_file():
+            raise ValueError(f"source: no model library at {library}")
+        problem = _load_problem(library)
+        if problem is not None:
+            raise ValueError(f"source: {problem}")
+        return library
+    if entry_problem(entry, check=lambda _: _load_problem(library)) is None:
+        return library
+    return _rebuild(entry)
+
+
+def _rebuild(entry: Path) -> Path:
+    """Build the library of an unsound cache entry again, from the program it holds.
+
+    :func:`ensure_entry` then finds the entry unsound, warns and replaces it.
+    """
+    manifest, code = _recorded_program(entry)
+    provenance = {"source": manifest.get("source"), "slots": manifest.get("slots", {})}
+    return _compile(code, [], name=manifest["name"], stanc=manifest["stanc_options"],
+                    provenance=provenance)
+
+
+def _recorded_program(entry: Path) -> tuple[dict[str, Any], str]:
+    """The manifest and program of a library's cache entry, checked against its key."""
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+        code = (entry / f"{manifest['name']}.stan").read_text()
+        key = cache_key(code, name=manifest["name"], toolchain=manifest["toolchain"],
+                        cpp_options={}, stanc_options=manifest["stanc_options"])
+    except (OSError, ValueError, KeyError, TypeError):
+        key = None
+    if key != entry.name:
+        raise ValueError(
+            f"source: the cache entry {entry} is damaged and its program cannot be "
+            "recovered from it; compile the program again with compile_library"
+        )
+    return manifest, code
+
+
+def _load_problem(library: Path) -> str | None:
+    """Why the dynamic loader refuses ``library``, or None once it is loaded.
+
+    bridgestan loads the same path again; the loader then reuses this load.
+    """
+    try:
+        ctypes.CDLL(str(library.absolute().resolve()))
+    except OSError as err:
+        return f"{library.name} does not load ({err})"
+    return None
 
 
 def _stanc_flag(key: str, value: Any) -> str:
