@@ -3,18 +3,36 @@
 Guarantee: :func:`write_atomic` writes through a temporary file in the target's
 folder, flushes it to disk (``fsync``) and renames it onto the target
 (``os.replace``, atomic within one file system); if writing fails, the
-temporary file is removed and the target is left as it was.
+temporary file is removed and the target is left as it was. A failure of the
+disk (full, read-only, no permission) is a :class:`WriteError` naming the file.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+
+class WriteError(OSError):
+    """A file could not be written; it is as it was before the write.
+
+    ``str(error)`` is one line naming the file and the cause, e.g. ``cannot
+    write out/fit.nc: No space left on device (needs 3.2 MB, 1.0 MB free)``.
+    ``errno`` and ``filename`` are those of an ``OSError``.
+    """
+
+    def __init__(self, path: str | os.PathLike, code: int | None, cause: str) -> None:
+        super().__init__(code, cause, os.fspath(path))
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"
 
 
 def write_atomic(path: str | os.PathLike, write: Callable[[str], Any]) -> Path:
@@ -31,9 +49,17 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], Any]) -> Path:
     -------
     pathlib.Path
         ``path``.
+
+    Raises
+    ------
+    WriteError
+        If an ``OSError`` stops the write (of the disk, or raised by ``write``).
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise _write_error(path, error) from error
     os.close(fd)
     try:
         write(tmp)
@@ -41,6 +67,8 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], Any]) -> Path:
             os.fsync(written.fileno())
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
+    except OSError as error:
+        raise _write_error(path, error) from error
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -55,3 +83,36 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path:
             np.savez(handle, **arrays)
 
     return write_atomic(path, write)
+
+
+def require_space(path: str | os.PathLike, size: int) -> None:
+    """Check that the folder of ``path`` has ``size`` bytes free, before writing them.
+
+    Raises
+    ------
+    WriteError
+        ``ENOSPC``, naming ``path``, the bytes needed and the bytes free.
+    """
+    free = shutil.disk_usage(Path(path).parent).free
+    if free < size:
+        raise WriteError(
+            path,
+            errno.ENOSPC,
+            f"{os.strerror(errno.ENOSPC)} (needs {size_text(size)}, {size_text(free)} free)",
+        )
+
+
+def size_text(size: int) -> str:
+    """``size`` bytes for a message: ``"512 bytes"``, ``"3.2 MB"``, ``"1.5 GB"`` (SI units)."""
+    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def _write_error(path: Path, error: OSError) -> WriteError:
+    """``error`` as a :class:`WriteError` of ``path``; another file it names stays in the cause."""
+    named = None if error.filename is None else Path(os.fsdecode(error.filename))
+    own = named is None or named in (path.parent, path) or named.parent == path.parent
+    cause = error.strerror if own and error.strerror else str(error)
+    return WriteError(path, error.errno, cause)

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from stanflow import __version__
+from stanflow import __version__, outdir
 from stanflow.toolchain import ToolchainError, ensure, info, install
 
 EXIT_USAGE = 2
@@ -75,15 +75,18 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     out = args.out if args.out is not None else Path("runs") / args.name
     try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        print(
-            f"stanflow run: --out {out}: cannot create the output folder "
-            f"({error.strerror or error})",
-            file=sys.stderr,
-        )
+        outdir.prepare(out)
+        with outdir.hold(out, wait=args.wait):
+            workflows.run_workflow(args.name, out=out, quick=args.quick)
+    except outdir.FolderError as error:
+        print(f"stanflow run: --out {error}", file=sys.stderr)
         return EXIT_FAILURE
-    workflows.run_workflow(args.name, out=out, quick=args.quick)
+    except outdir.RunFailed as error:
+        print(f"stanflow run: {error}", file=sys.stderr)
+        return EXIT_FAILURE
+    except KeyboardInterrupt as interrupt:
+        print(f"stanflow run: {outdir.interrupted_text(interrupt, out)}", file=sys.stderr)
+        return outdir.EXIT_INTERRUPTED
     summary = out / "summary.json"
     print(f"{args.name}: results in {out}")
     if summary.is_file():
@@ -158,6 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--out", type=Path, default=None,
         help="output directory (default: runs/NAME)",
+    )
+    run.add_argument(
+        "--wait", action="store_true",
+        help="if another run holds the output directory, wait for it to end instead of refusing",
     )
     run.set_defaults(handler=_run)
 

@@ -246,6 +246,9 @@ def to_inference_data(
 def save(idata: Results, path: str | os.PathLike) -> Path:
     """Write ``idata`` to a netCDF file atomically (temporary file, then rename).
 
+    The file is made in memory first (:func:`stanflow.arviz_compat.write_netcdf`),
+    so a disk without room for it is an error before anything is written.
+
     Parameters
     ----------
     idata : Results
@@ -257,6 +260,11 @@ def save(idata: Results, path: str | os.PathLike) -> Path:
     -------
     pathlib.Path
         The path written.
+
+    Raises
+    ------
+    stanflow.atomic.WriteError
+        If the disk refuses the file (full, read-only); the target is as it was.
     """
     if not isinstance(idata, Results):
         raise TypeError(
@@ -268,6 +276,32 @@ def save(idata: Results, path: str | os.PathLike) -> Path:
         raise ValueError(f"path: folder {path.parent} does not exist")
     write_atomic(path, lambda tmp: arviz_compat.write_netcdf(idata, tmp))
     return path
+
+
+def save_dataset(dataset: xr.Dataset, path: str | os.PathLike) -> Path:
+    """Write one ``xarray.Dataset`` to a netCDF file atomically, as :func:`save` does.
+
+    Read it back with ``xarray.open_dataset(path)``.
+
+    Parameters
+    ----------
+    dataset : xarray.Dataset
+    path : str or os.PathLike
+        Target file, conventionally ``*.nc``; its folder must exist.
+
+    Returns
+    -------
+    pathlib.Path
+        The path written.
+
+    Raises
+    ------
+    stanflow.atomic.WriteError
+        If the disk refuses the file (full, read-only); the target is as it was.
+    """
+    if not isinstance(dataset, xr.Dataset):
+        raise TypeError(f"dataset must be an xarray.Dataset, got {type(dataset).__name__}")
+    return write_atomic(path, lambda tmp: arviz_compat.write_netcdf(dataset, tmp))
 
 
 def load(path: str | os.PathLike) -> Results:

@@ -12,6 +12,13 @@ that ``python workflows/<name>.py --out DIR [--quick]`` works. The summary dict
 workflow has one, with the runner's ``provenance`` block (command, seed, quick
 or full, source commit, machine, times; :mod:`stanflow.provenance`). A
 workflow reports its seed(s) under the summary key ``seed``.
+
+A run stopped by Ctrl-C ends in :class:`stanflow.outdir.Interrupted`, one
+stopped by a write the disk refused in :class:`stanflow.outdir.RunFailed`:
+one-line messages saying what the folder kept (finished :class:`Pieces` and
+:class:`Checkpoint` pieces, or complete files). The command lines
+(``stanflow run`` and a script's ``--out``) check and lock the folder first
+(:func:`stanflow.outdir.prepare`, :func:`stanflow.outdir.hold`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from stanflow import provenance
+from stanflow import outdir, provenance
 from stanflow.atomic import write_atomic
 from stanflow.resources import resource_dir
 
@@ -44,6 +51,9 @@ DATA_DIR = resource_dir("data")
 """Small data sets shipped with stanflow (see ``data/README.md``)."""
 
 RunFunction = Callable[[Path, bool], Mapping[str, Any]]
+
+_running_stores: list[dict[Path, Checkpoint | Pieces]] = []
+"""Per running :func:`execute` (innermost last), the piece stores its workflow made, by place."""
 
 
 def list_workflows() -> list[tuple[str, str]]:
@@ -119,21 +129,42 @@ def execute(run: RunFunction, out: Path, quick: bool) -> dict[str, Any]:
         If ``run`` does not return a mapping.
     ValueError
         If the summary has its own ``provenance`` key (the runner's).
+    stanflow.outdir.Interrupted
+        On Ctrl-C, saying what ``out`` kept and the command that goes on.
+    stanflow.outdir.RunFailed
+        If the disk refused a write (full, read-only), saying what ``out`` kept.
     """
     out = Path(out)
     start = provenance.begin(_name_of(run), out, bool(quick))
     out.mkdir(parents=True, exist_ok=True)
-    summary = run(out, bool(quick))
-    if not isinstance(summary, Mapping):
-        raise TypeError(f"run must return a dict summary, got {type(summary).__name__}")
-    if "provenance" in summary:
-        raise ValueError("the summary's key 'provenance' is the runner's; rename it")
-    write_summary(out, {**summary, "provenance": provenance.finish(start, summary.get("seed"))})
+    stores: dict[Path, Checkpoint | Pieces] = {}
+    _running_stores.append(stores)
+    try:
+        summary = run(out, bool(quick))
+        if not isinstance(summary, Mapping):
+            raise TypeError(f"run must return a dict summary, got {type(summary).__name__}")
+        if "provenance" in summary:
+            raise ValueError("the summary's key 'provenance' is the runner's; rename it")
+        write_summary(
+            out, {**summary, "provenance": provenance.finish(start, summary.get("seed"))}
+        )
+    except KeyboardInterrupt as interrupt:
+        pieces = sum(store.finished() for store in stores.values()) if stores else None
+        raise outdir.Interrupted(out, start.command, pieces) from interrupt
+    except OSError as error:
+        if not outdir.is_refused_write(error):
+            raise
+        raise outdir.RunFailed(error, out) from error
+    finally:
+        _running_stores[:] = [other for other in _running_stores if other is not stores]
     return json.loads((out / "summary.json").read_text())
 
 
 def main(run: RunFunction, description: str, argv: list[str] | None = None) -> int:
-    """Command line of a workflow script: ``--out DIR [--quick]``.
+    """Command line of a workflow script: ``--out DIR [--quick] [--wait]``.
+
+    As ``stanflow run``: the folder is checked and locked first, and a fault
+    or Ctrl-C is one line on stderr.
 
     Parameters
     ----------
@@ -147,13 +178,27 @@ def main(run: RunFunction, description: str, argv: list[str] | None = None) -> i
     Returns
     -------
     int
-        Exit status 0; the summary is printed as JSON.
+        Exit status: 0 (the summary is printed as JSON), 1 if the folder
+        cannot take the run or a write failed, 130 on Ctrl-C.
     """
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--quick", action="store_true", help="short run, e.g. for CI")
+    parser.add_argument(
+        "--wait", action="store_true", help="wait for another run holding --out to end"
+    )
     args = parser.parse_args(argv)
-    print(json.dumps(execute(run, args.out, args.quick), indent=2))
+    try:
+        outdir.prepare(args.out)
+        with outdir.hold(args.out, wait=args.wait):
+            summary = execute(run, args.out, args.quick)
+    except (outdir.FolderError, outdir.RunFailed) as error:
+        print(f"{parser.prog}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt as interrupt:
+        print(f"{parser.prog}: {outdir.interrupted_text(interrupt, args.out)}", file=sys.stderr)
+        return outdir.EXIT_INTERRUPTED
+    print(json.dumps(summary, indent=2))
     return 0
 
 
@@ -212,11 +257,12 @@ class Checkpoint:
 
     def __init__(self, path: Path, settings: Mapping[str, Any]) -> None:
         self.path = Path(path)
-        self.record: dict[str, Any] = {"settings": settings, "pieces": {}}
-        if self.path.is_file():
-            stored = json.loads(self.path.read_text())
-            if stored.get("settings") == json.loads(json.dumps(settings)):
-                self.record = stored
+        self.record: dict[str, Any] = self._stored(settings) or {
+            "settings": settings,
+            "pieces": {},
+        }
+        if _running_stores:
+            _running_stores[-1][self.path] = self
 
     def get(
         self, key: str, compute: Callable[..., dict], *args: Any, **kwargs: Any
@@ -232,6 +278,19 @@ class Checkpoint:
     def seconds(self) -> float:
         """Wall seconds spent computing the stored pieces, over all runs into the folder."""
         return float(sum(piece["seconds"] for piece in self.record["pieces"].values()))
+
+    def finished(self) -> int:
+        """How many pieces the file holds now for these settings (what a rerun reuses)."""
+        stored = self._stored(self.record["settings"])
+        return 0 if stored is None else len(stored["pieces"])
+
+    def _stored(self, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The file's record if it was written with ``settings``, else ``None``."""
+        if self.path.is_file():
+            stored = json.loads(self.path.read_text())
+            if stored.get("settings") == json.loads(json.dumps(settings)):
+                return stored
+        return None
 
 
 def seed_spread(values: Iterable[float]) -> dict[str, Any]:
@@ -259,6 +318,8 @@ class Pieces:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.stop = threading.Event()
+        if _running_stores:
+            _running_stores[-1][self.folder] = self
 
     def get(self, name: str, config: dict, compute: Callable[[], dict]) -> dict:
         """The piece ``name``: read back, or computed (its wall ``seconds`` added) and written."""
@@ -282,6 +343,10 @@ class Pieces:
         shutil.rmtree(self.scratch(name), ignore_errors=True)
         print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
+
+    def finished(self) -> int:
+        """How many pieces the folder holds now (each file is complete: written atomically)."""
+        return len(list(self.folder.glob("*.json")))
 
     def scratch(self, name: str) -> Path:
         """The folder where the piece ``name`` may keep its partial state (not made here).

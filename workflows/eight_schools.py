@@ -31,7 +31,7 @@ from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.idata import save, to_inference_data
 from stanflow.models import compile_model, program_path
-from stanflow.workflows import DATA_DIR, main, save_figure
+from stanflow.workflows import DATA_DIR, main, save_figure, write_text
 
 DESCRIPTION = (
     "Eight schools (Rubin 1981), non-centred hierarchical model, NUTS with 4 chains"
@@ -66,8 +66,8 @@ def run(out: Path, quick: bool) -> dict:
         show_progress=False,
     )
     stansummary = fit.summary()
-    stansummary.to_csv(out / "stansummary.csv")
-    (out / "diagnose.txt").write_text(fit.diagnose() or "")
+    write_text(out / "stansummary.csv", stansummary.to_csv())
+    write_text(out / "diagnose.txt", fit.diagnose() or "")
 
     per_school = ["theta", "theta_tilde", "log_lik", "y_rep", "y", "sigma"]
     idata = to_inference_data(

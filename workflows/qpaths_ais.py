@@ -65,6 +65,7 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
+from stanflow.idata import save_dataset
 from stanflow.models import program_path
 from stanflow.qpaths import vae
 from stanflow.qpaths.bdmc import (
@@ -162,7 +163,7 @@ def trained_decoder(
          for k, v in decoder._asdict().items()},
         attrs={"settings": key, "training": json.dumps(training)},
     )
-    dataset.to_netcdf(path)
+    save_dataset(dataset, path)
     return decoder, training
 
 

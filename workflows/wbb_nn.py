@@ -54,7 +54,7 @@ import xarray as xr
 from scipy.stats import skew
 from threadpoolctl import threadpool_limits
 
-from stanflow.atomic import write_atomic
+from stanflow.idata import save_dataset
 from stanflow.wbb import bootstrap_weights
 from stanflow.wbb.neural_net import predict, train, train_adam
 from stanflow.workflows import main, save_figure, write_json
@@ -207,7 +207,7 @@ def _run(out: Path, quick: bool) -> dict:
         stored = xr.Dataset({"theta": ("param", base["theta"])},
                             attrs={"config": json.dumps(var_config, sort_keys=True),
                                    **{k: base[k] for k in ("converged", "n_iter", "seconds")}})
-        write_atomic(base_file, stored.to_netcdf)
+        save_dataset(stored, base_file)
     vsizes = (X.shape[1], *var["hidden"], n_classes)
     base_accuracy = float(np.mean(predict(base["theta"], vXte, vsizes) == vyte))
 

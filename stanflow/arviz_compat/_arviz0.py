@@ -6,6 +6,7 @@ same functions for ArviZ 1.x. Inputs are already checked by the callers.
 
 from __future__ import annotations
 
+import io
 import os
 import warnings
 from collections.abc import Mapping, Sequence
@@ -42,8 +43,23 @@ def add_groups(results: Results, groups: Mapping[str, xr.Dataset]) -> None:
     results.add_groups(dict(groups))
 
 
-def write_netcdf(results: Results, path: str | os.PathLike) -> None:
-    results.to_netcdf(os.fspath(path), engine="h5netcdf")
+_COMPRESSIBLE = "biufcS"
+"""Kinds of dtype whose variables are zlib-compressed, as InferenceData.to_netcdf does."""
+
+
+def netcdf_bytes(results: Results) -> bytes:
+    # InferenceData.to_netcdf's file (root attributes, then each group zlib-compressed), in memory
+    buffer = io.BytesIO()
+    xr.Dataset(attrs=results.attrs).to_netcdf(buffer, mode="w", engine="h5netcdf")
+    for name in results.groups():
+        dataset = results[name]
+        encoding = {
+            var: {"zlib": True}
+            for var, values in dataset.variables.items()
+            if values.dtype.kind in _COMPRESSIBLE
+        }
+        dataset.to_netcdf(buffer, mode="a", group=name, engine="h5netcdf", encoding=encoding)
+    return buffer.getvalue()
 
 
 def read_netcdf(path: str | os.PathLike) -> Results:

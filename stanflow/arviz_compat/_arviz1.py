@@ -41,8 +41,8 @@ def add_groups(results: Results, groups: Mapping[str, xr.Dataset]) -> None:
         results[name] = xr.DataTree(dataset)
 
 
-def write_netcdf(results: Results, path: str | os.PathLike) -> None:
-    results.to_netcdf(os.fspath(path), engine="h5netcdf")
+def netcdf_bytes(results: Results) -> bytes:
+    return bytes(results.to_netcdf(engine="h5netcdf"))
 
 
 def read_netcdf(path: str | os.PathLike) -> Results:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -19,6 +20,7 @@ import numpy as np
 import xarray as xr
 
 from stanflow.arviz_compat._line import backend
+from stanflow.atomic import require_space
 
 Results = backend.Results
 """The installed ArviZ's results type: ``InferenceData`` (0.x) or ``DataTree`` (1.x)."""
@@ -95,10 +97,22 @@ def add_groups(results: Results, groups: Mapping[str, xr.Dataset]) -> None:
     backend.add_groups(results, groups)
 
 
-def write_netcdf(results: Results, path: str | os.PathLike) -> None:
-    """Write ``results`` to a netCDF-4 file (h5netcdf), one netCDF group per group."""
-    _check_results(results)
-    backend.write_netcdf(results, path)
+def write_netcdf(results: Results | xr.Dataset, path: str | os.PathLike) -> None:
+    """Write ``results`` (or one ``xarray.Dataset``) to a netCDF-4 file (h5netcdf).
+
+    Results get one netCDF group per group. The file is made in memory and
+    then written in one ordinary write, after checking the folder has room
+    for it: the HDF5 library never writes to the disk, so a full disk is a
+    :class:`stanflow.atomic.WriteError`, not a crash of the library.
+    Callers write through :func:`stanflow.atomic.write_atomic`.
+    """
+    if isinstance(results, xr.Dataset):
+        data = bytes(results.to_netcdf(engine="h5netcdf"))
+    else:
+        _check_results(results)
+        data = backend.netcdf_bytes(results)
+    require_space(path, len(data))
+    Path(path).write_bytes(data)
 
 
 def read_netcdf(path: str | os.PathLike) -> Results:
