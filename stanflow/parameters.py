@@ -16,8 +16,10 @@ Each name may carry the open interval ``(lower, upper)`` its value must lie in
 either, any finite value. The
 order is the order of the Stan vector. :func:`declared_parameters` reads the
 declaration, :func:`check_vector` checks a caller's values against it (count,
-finiteness, ranges), and :func:`bind` checks a mapping of names against
-:class:`Parameter` objects, as the Python losses and priors declare them.
+finiteness, ranges), and :func:`bind` checks values against :class:`Parameter`
+objects, as the Python losses and priors declare them. Values are given one of
+two ways, for every slot and every method: a sequence in the declared order, or
+a mapping by name.
 """
 
 from __future__ import annotations
@@ -25,10 +27,12 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -68,9 +72,11 @@ class Parameter:
 
 def bind(
     declared: tuple[Parameter, ...],
-    given: Mapping[str, Any] | None,
+    given: Mapping[str, Any] | Iterable[Any] | None,
     argument: str,
     owner: str,
+    *,
+    qualified: bool = False,
 ) -> tuple[float, ...]:
     """Check given parameter values against the declared ones.
 
@@ -78,12 +84,16 @@ def bind(
     ----------
     declared : tuple of Parameter
         What the loss or prior takes, in the order of its Stan vector.
-    given : mapping of str to float, or None
-        The caller's values; ``None`` means none.
+    given : mapping of str to float, sequence of float, or None
+        The caller's values: by name, or in the declared order; ``None``
+        means none.
     argument : str
         The caller's argument name for messages, e.g. ``"loss_params"``.
     owner : str
         What takes the parameters, for messages, e.g. ``"loss 'check'"``.
+    qualified : bool, default False
+        Name ``owner`` in the messages about a single value too (a file's
+        name, where the argument alone does not say which file).
 
     Returns
     -------
@@ -93,16 +103,49 @@ def bind(
     Raises
     ------
     TypeError
-        If ``given`` is not a mapping.
+        If ``given`` is neither a mapping nor a sequence (a string, a number).
     ValueError
-        If a name is missing or unknown or a value is out of its interval.
+        If a name is missing or unknown, the count is wrong, or a value is out
+        of its interval.
     """
-    given = {} if given is None else given
-    if not isinstance(given, Mapping):
+    suffix = f" of {owner}" if qualified else ""
+    if given is None or isinstance(given, Mapping):
+        values = _by_name(declared, {} if given is None else given, argument, owner)
+    else:
+        values = values_in_order(given, argument)
+        if len(values) != len(declared):
+            takes = (
+                f"{len(declared)} parameter(s) {[p.name for p in declared]}"
+                if declared
+                else "no parameters"
+            )
+            raise ValueError(
+                f"{argument}: {owner} takes {takes}, got {len(values)}: {list(values)}"
+            )
+    return tuple(
+        p.check(v, f"{argument}[{p.name!r}]{suffix}") for p, v in zip(declared, values)
+    )
+
+
+def values_in_order(given: Iterable[Any], argument: str) -> tuple[Any, ...]:
+    """``given`` as a tuple of values in order, or a ``TypeError`` naming ``argument``.
+
+    Strings, numbers and other non-iterables are refused (a number alone is
+    not a parameter vector: ``[0.5]`` is).
+    """
+    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
         raise TypeError(
-            f"{argument} must be a mapping of parameter names to values, "
-            f"got {type(given).__name__}"
+            f"{argument} must be a sequence of numbers or a mapping of parameter names "
+            f"to numbers, got {given!r}"
         )
+    if isinstance(given, np.ndarray):
+        return tuple(given.reshape(-1))
+    return tuple(given)
+
+
+def _by_name(
+    declared: tuple[Parameter, ...], given: Mapping[str, Any], argument: str, owner: str
+) -> list[Any]:
     names = [p.name for p in declared]
     missing = [name for name in names if name not in given]
     unknown = sorted(set(given) - set(names))
@@ -111,7 +154,7 @@ def bind(
             f"{argument}: {owner} takes {names or 'no parameters'}; "
             f"missing {missing}, unknown {unknown}"
         )
-    return tuple(p.check(given[p.name], f"{argument}[{p.name!r}]") for p in declared)
+    return [given[name] for name in names]
 
 
 _DECLARATION = re.compile(r"^\s*//\s*params:\s*(?P<body>.*?)\s*$")
@@ -169,7 +212,7 @@ def declared_parameters(path: str | os.PathLike) -> tuple[Parameter, ...] | None
 
 
 def check_vector(
-    path: str | os.PathLike, values: Sequence[float] | Mapping[str, float] | None,
+    path: str | os.PathLike, values: Mapping[str, Any] | Iterable[Any] | None,
     argument: str,
 ) -> tuple[float, ...]:
     """Check the parameter vector given for a slot file against its declaration.
@@ -180,8 +223,8 @@ def check_vector(
         The slot file.
     values : sequence of float, mapping or None
         The values in the order of the Stan vector, or a mapping by name
-        (checked as :func:`bind` does when the file declares names); None
-        for none.
+        (checked as :func:`bind` does); None for none. For a file that
+        declares nothing, a mapping's values are taken in the order given.
     argument : str
         The caller's argument for messages, e.g. ``"loss_params"``.
 
@@ -191,32 +234,21 @@ def check_vector(
 
     Raises
     ------
+    TypeError
+        If ``values`` is neither a mapping nor a sequence.
     ValueError
         For a wrong count, a non-finite value or a value out of its declared
         interval; the message names the file and the parameter.
     """
     declared = declared_parameters(path)
-    owner = f"{Path(path).name}"
-    if isinstance(values, Mapping):
-        if declared is None:
-            values = list(values.values())
-        else:
-            return bind(declared, values, argument, owner)
-    if isinstance(values, (str, bytes)):
-        raise TypeError(f"{argument} must be a sequence of numbers, got {values!r}")
-    values = () if values is None else tuple(values)
-    if declared is not None and len(values) != len(declared):
-        takes = (
-            f"{len(declared)} parameter(s) {[p.name for p in declared]}"
-            if declared
-            else "no parameters"
-        )
-        raise ValueError(f"{argument}: {owner} takes {takes}, got {len(values)}: {list(values)}")
+    owner = Path(path).name
+    values = () if values is None else values
     if declared is None:
+        if isinstance(values, Mapping):
+            values = list(values.values())
+        values = values_in_order(values, argument)
         declared = tuple(Parameter(f"{k + 1}") for k in range(len(values)))
-    return tuple(
-        p.check(v, f"{argument}[{p.name!r}] of {owner}") for p, v in zip(declared, values)
-    )
+    return bind(declared, values, argument, owner, qualified=True)
 
 
 def _split_items(body: str) -> list[str]:

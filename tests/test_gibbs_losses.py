@@ -96,9 +96,13 @@ def test_bad_loss_parameters_are_rejected_naming_them(name, params, message):
         loss_function(name, params)
 
 
-def test_parameters_must_be_given_by_name():
-    with pytest.raises(TypeError, match="loss_params must be a mapping"):
-        get_loss("check").bind([0.5])
+def test_parameters_are_given_by_name_or_in_declared_order():
+    check = get_loss("check")
+    assert check.bind([0.5]) == check.bind({"tau": 0.5}) == (0.5,)
+    with pytest.raises(TypeError, match="loss_params must be a sequence of numbers or a mapping"):
+        check.bind(0.5)
+    with pytest.raises(ValueError, match=r"loss_params: loss 'check' takes 1 parameter\(s\)"):
+        check.bind([0.5, 0.1])
 
 
 def test_every_shipped_stan_file_is_registered_with_the_documented_signature():

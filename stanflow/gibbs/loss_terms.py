@@ -24,14 +24,12 @@ A kink away from ``f = y`` is invisible to both (as for a ``Loss`` whose
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from stanflow.losses import Loss, get_loss
 from stanflow.losses.pointwise import PointwiseLoss, curvature_steps
-from stanflow.parameters import check_vector
 
 PathLike = str | os.PathLike
 KINK_STEP = 1e-8
@@ -85,31 +83,6 @@ def python_terms(
         jump=np.full(y.shape, float(loss.jump)),
         residual=y - f,
     )
-
-
-def check_stan_loss(loss: PathLike, loss_params: object) -> tuple[str, np.ndarray]:
-    """Check a loss file and its parameter vector before any compile.
-
-    ``loss_params`` is a sequence of numbers in the order of the Stan vector,
-    or a mapping by the names the file declares in its ``// params:`` line
-    (:mod:`stanflow.parameters`); the count and ranges are checked against
-    that declaration.
-
-    Returns
-    -------
-    (str, ndarray)
-        The file's path and the parameters as a float vector.
-    """
-    path = os.fspath(loss)
-    if not os.path.isfile(path):
-        raise ValueError(f"loss: file not found: {path}")
-    if isinstance(loss_params, (str, bytes)) or not (
-        loss_params is None or isinstance(loss_params, (Mapping, Sequence, np.ndarray))
-    ):
-        raise TypeError(
-            f"loss_params must be a sequence of numbers for a loss file, got {loss_params!r}"
-        )
-    return path, np.array(check_vector(path, loss_params, "loss_params"), dtype=float)
 
 
 def stan_terms(

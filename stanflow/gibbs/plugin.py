@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,7 +46,7 @@ from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.loss_terms import LossTerms, python_terms
 from stanflow.gibbs.sandwich import Sandwich
 from stanflow.golden import golden_section, sections_for
-from stanflow.losses import Loss, get_loss, loss_function
+from stanflow.losses import Loss, get_loss, loss_function, loss_parameters
 
 if TYPE_CHECKING:
     from stanflow.gibbs.program import LossProgram
@@ -303,7 +303,7 @@ def plugin_group(program: LossProgram, estimate: Estimate, s: Sandwich) -> xr.Da
 def replicate_location_plugin(
     y: np.ndarray,
     loss: str | Loss = "absolute",
-    loss_params: Mapping[str, Any] | None = None,
+    loss_params: Mapping[str, Any] | Sequence[float] | None = None,
     bandwidth: float | None = None,
 ) -> xr.Dataset:
     """The location template's plug-in for many data sets at once (NumPy losses).
@@ -318,7 +318,8 @@ def replicate_location_plugin(
     y : array_like, shape (R, n)
     loss : str or Loss, default "absolute"
         A shipped loss.
-    loss_params : mapping, optional
+    loss_params : mapping or sequence of float, optional
+        By name or in declared order (:func:`stanflow.losses.loss_parameters`).
     bandwidth : float, optional
 
     Returns
@@ -331,8 +332,8 @@ def replicate_location_plugin(
     if y.ndim != 2 or y.shape[-1] < 2 or not np.all(np.isfinite(y)):
         raise ValueError(f"y must be a finite (R, n) array with n >= 2, got shape {y.shape}")
     loss = get_loss(loss)
-    params = loss.bind(loss_params)
-    estimate = location_estimate(y, loss_function(loss, loss_params), y.min(-1), y.max(-1))
+    params = loss_parameters(loss, loss_params)
+    estimate = location_estimate(y, loss_function(loss, params), y.min(-1), y.max(-1))
     f = np.broadcast_to(estimate[:, None], y.shape)
     h = silverman_bandwidth(y - f) if bandwidth is None else np.full(len(y), float(bandwidth))
     terms = python_terms(y, f, loss, params)

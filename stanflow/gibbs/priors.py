@@ -16,7 +16,8 @@ normal    ``sum_k log normal(theta_k | mean, sd)``        mean, sd > 0
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from stanflow.models import STAN_DIR
-from stanflow.parameters import Parameter, bind
+from stanflow.parameters import Parameter, bind, check_vector
+from stanflow.slots import is_slot_file, slot_file
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -52,8 +54,8 @@ class Prior:
     log_density: Callable[..., np.ndarray]
     params: tuple[Parameter, ...] = ()
 
-    def bind(self, params: Mapping[str, Any] | None) -> tuple[float, ...]:
-        """Check ``params`` (names to values) and return them in Stan order."""
+    def bind(self, params: Mapping[str, Any] | Sequence[float] | None) -> tuple[float, ...]:
+        """Check ``params`` (by name, or in declared order) and return them in Stan order."""
         return bind(self.params, params, "prior_params", f"prior {self.name!r}")
 
 
@@ -95,6 +97,39 @@ def get_prior(prior: str | Prior) -> Prior:
             f"prior: unknown prior {prior!r}; shipped priors: {', '.join(PRIORS)}"
         )
     return PRIORS[prior]
+
+
+def prior_parameters(
+    prior: str | os.PathLike | Prior, params: Mapping[str, Any] | Sequence[float] | None = None
+) -> tuple[float, ...]:
+    """The parameters of a prior, checked: by name or in declared order, as for losses.
+
+    Parameters
+    ----------
+    prior : str, path or Prior
+        A shipped prior name (see :data:`PRIORS`), a :class:`Prior`, or the
+        path of a prior file (:func:`stanflow.slots.is_slot_file`).
+    params : mapping of str to float, sequence of float, or None
+        Checked against the prior's declaration (:mod:`stanflow.parameters`).
+
+    Returns
+    -------
+    tuple of float
+        The Stan vector ``prior_params``.
+    """
+    if is_slot_file(prior):
+        return check_vector(slot_file(prior, "priors", "prior"), params, "prior_params")
+    return get_prior(prior).bind(params)
+
+
+def prior_slot_file(prior: str | os.PathLike | Prior) -> Path:
+    """The Stan file of a prior, for the slot ``prior.stanfunctions`` of the templates.
+
+    A shipped name's or a :class:`Prior`'s own file, or the path of a file of yours.
+    """
+    if is_slot_file(prior):
+        return slot_file(prior, "priors", "prior")
+    return get_prior(prior).stan_file
 
 
 def log_prior_on_grid(

@@ -221,6 +221,12 @@ class LossProgram:
                 f"({', '.join(self.names)}), got {theta.tolist()}"
             )
         u = self.unconstrain(theta[None])[0]
+        if not np.all(np.isfinite(u)):
+            raise ValueError(
+                f"estimate: {theta.tolist()} lies on the boundary of the parameters' "
+                "support, where the algorithms cannot work (Stan's unconstrained point "
+                "is infinite there); give a point inside it"
+            )
         return Estimate(theta, u, float(self.total_loss(u[None])[0]), "given")
 
     def sandwich(self, estimate: Estimate, bandwidth: Any = None) -> Sandwich:

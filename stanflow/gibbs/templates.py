@@ -53,20 +53,26 @@ from stanflow.gibbs.plugin import (
     silverman_bandwidth,
     variability_from_terms,
 )
-from stanflow.gibbs.priors import Prior, get_prior
+from stanflow.gibbs.priors import Prior, prior_parameters, prior_slot_file
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.sandwich import Sandwich
-from stanflow.losses import Loss, get_loss, loss_function
+from stanflow.losses import (
+    Loss,
+    get_loss,
+    loss_function,
+    loss_parameters,
+    loss_slot_file,
+)
 from stanflow.models import CompileError, program_path
-from stanflow.parameters import check_vector
+from stanflow.signatures import LOSS, PRIOR, slot_compile_error
 from stanflow.slots import is_slot_file, slot_file
 
 LossSpec = str | os.PathLike | Loss
 PriorSpec = str | os.PathLike | Prior
 Params = Mapping[str, float] | Sequence[float] | None
 
-LOSS_SIGNATURE = "real loss(real y, real f, vector loss_params)"
-PRIOR_SIGNATURE = "real log_prior(vector theta, vector prior_params)"
+LOSS_SIGNATURE = LOSS.signature
+PRIOR_SIGNATURE = PRIOR.signature
 SAMPLED_PRIORS = ("uniform", "normal")
 """Shipped priors with exact draws on the box (where the learning-rate path starts)."""
 
@@ -175,20 +181,18 @@ class TemplateProgram(LossProgram):
         self.exact_prior = _box_prior(prior, self.prior_params, self.lower, self.upper)
         if not is_slot_file(loss):
             _check_numpy_loss(get_loss(loss), tuple(self.loss_params), self.y)
-        loss_file = _stan_file(loss, get_loss, "loss")
-        prior_file = _stan_file(prior, get_prior, "prior")
+        loss_file = loss_slot_file(loss)
+        prior_file = prior_slot_file(prior)
         try:
             super().__init__(
                 program_path(f"gibbs/{self.template}"), data,
-                slots={"loss.stanfunctions": loss_file, "prior.stanfunctions": prior_file},
+                slots={LOSS.include: loss_file, PRIOR.include: prior_file},
                 name=f"gibbs_{self.template}", threads=threads,
             )
         except CompileError as err:
-            raise CompileError(
-                f"the Gibbs template {self.template}.stan did not compile with loss file "
-                f"{loss_file} and prior file {prior_file}; they must define "
-                f"`{LOSS_SIGNATURE}` and `{PRIOR_SIGNATURE}`.\n{err}",
-                err.console,
+            raise slot_compile_error(
+                err, f"the Gibbs template {self.template}.stan",
+                {LOSS: loss_file, PRIOR: prior_file},
             ) from None
 
     @property
@@ -275,6 +279,12 @@ class TemplateProgram(LossProgram):
             method = "golden section"
         else:
             theta, method = glm_minimiser(self.y, self.X, self.loss_values()), "nelder-mead"
+        if np.any((theta <= self.lower) | (theta >= self.upper)):
+            raise ValueError(
+                f"bounds: the risk minimiser {np.asarray(theta).tolist()} lies on the "
+                f"boundary of the box (lower {self.lower.tolist()}, upper "
+                f"{self.upper.tolist()}): the data's minimiser is outside it; widen bounds"
+            )
         estimate = self.estimate_at(theta)
         return estimate._replace(method=method)
 
@@ -327,13 +337,14 @@ def location_program(
         A shipped loss (``stanflow.losses.LOSSES``), a :class:`~stanflow.losses.Loss`,
         or a ``.stanfunctions`` file defining :data:`LOSS_SIGNATURE`.
     loss_params : mapping or sequence of float, optional
-        By name for shipped losses (``{"tau": 0.25}``); for a file, a sequence
-        or a mapping by the names its ``// params:`` line declares.
+        By name (``{"tau": 0.25}``) or in declared order (``[0.25]``), for
+        shipped losses and files alike (:func:`stanflow.losses.loss_parameters`;
+        a file declares its names in its ``// params:`` line).
     prior : str, path or Prior, default "uniform"
         A shipped prior (``uniform``, ``normal``) or a file defining
         :data:`PRIOR_SIGNATURE`.
     prior_params : mapping or sequence of float, optional
-        E.g. ``{"mean": 0, "sd": 10}``.
+        E.g. ``{"mean": 0, "sd": 10}`` or ``[0, 10]``.
     bounds : (lower, upper), default (-inf, inf)
         The support of ``theta``; the uniform prior is uniform on it.
     threads : int, optional
@@ -348,8 +359,8 @@ def location_program(
     ValueError, TypeError
         Naming the argument, before anything compiles.
     stanflow.models.CompileError
-        If a loss or prior file does not compile (the message names the
-        signature it must define).
+        If a loss or prior file does not define its slot's signature (the
+        message names the file and the signature, before any C++ compile).
     """
     return TemplateProgram(y, loss=loss, loss_params=loss_params, prior=prior,
                            prior_params=prior_params, bounds=bounds, threads=threads)
@@ -412,8 +423,8 @@ def template_data(
         raise ValueError(f"y must be a 1-D array of at least one observation, got shape {y.shape}")
     if not np.all(np.isfinite(y)):
         raise ValueError("y must be finite")
-    loss_values = _params(loss, loss_params, get_loss, "loss")
-    prior_values = _params(prior, prior_params, get_prior, "prior")
+    loss_values = np.array(loss_parameters(loss, loss_params), dtype=float)
+    prior_values = np.array(prior_parameters(prior, prior_params), dtype=float)
     data: dict[str, Any] = {
         "N": len(y),
         "y": y,
@@ -480,28 +491,6 @@ def _box_prior(prior: PriorSpec, params: np.ndarray, lower: np.ndarray,
     if name == "uniform" and not np.all(np.isfinite(lower) & np.isfinite(upper)):
         return None
     return BoxPrior(name, tuple(float(v) for v in params), lower, upper)
-
-
-def _stan_file(spec: Any, lookup: Callable[[Any], Loss | Prior], kind: str) -> Path:
-    if is_slot_file(spec):
-        return slot_file(spec, "", kind)
-    return lookup(spec).stan_file
-
-
-def _params(spec: Any, given: Params, lookup: Callable[[Any], Loss | Prior], kind: str) -> np.ndarray:
-    """The Stan parameter vector of a loss or prior, checked."""
-    argument = f"{kind}_params"
-    if not is_slot_file(spec):
-        return np.array(lookup(spec).bind(given), dtype=float)
-    path = _stan_file(spec, lookup, kind)
-    if isinstance(given, (str, bytes)):
-        raise TypeError(f"{argument} must be a sequence of numbers for a {kind} file, got {given!r}")
-    try:
-        return np.array(check_vector(path, given, argument), dtype=float)
-    except TypeError:
-        raise TypeError(
-            f"{argument} must be a sequence of numbers for a {kind} file, got {given!r}"
-        ) from None
 
 
 def _bounds(bounds: Any, shape: tuple[int, ...]) -> tuple[Any, Any]:

@@ -71,9 +71,8 @@ import numpy as np
 from scipy.special import ndtri
 
 from stanflow.golden import RATIO, golden_section, sections_for
-from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss
+from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss, loss_parameters
 from stanflow.models import compile_library, load, program_path
-from stanflow.parameters import check_vector
 from stanflow.slots import is_slot_file
 
 PROGRAM = "lcvi/expected_loss"
@@ -409,24 +408,13 @@ def check_loss_params(
     path: Path, loss_params: Iterable[float] | Mapping[str, float]
 ) -> tuple[float, ...]:
     """``loss_params`` checked against the file's ``// params:`` declaration
-    (:func:`stanflow.parameters.check_vector`), or an error naming it.
+    (:func:`stanflow.losses.loss_parameters`, the binding of every method), or
+    an error naming it.
 
     A sequence is the Stan vector in order; a mapping gives the values by the
     declared names (for a file that declares none, in the order given).
     """
-    if isinstance(loss_params, Mapping):
-        return check_vector(path, loss_params, "loss_params")
-    if isinstance(loss_params, (str, bytes)):
-        raise TypeError(
-            f"loss_params must be a sequence of numbers, got {type(loss_params).__name__}"
-        )
-    try:
-        values = [float(v) for v in loss_params]
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"loss_params must be a sequence of numbers, got {loss_params!r}"
-        ) from None
-    return check_vector(path, values, "loss_params")
+    return loss_parameters(path, loss_params)
 
 
 def _decisions(

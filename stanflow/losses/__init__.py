@@ -3,7 +3,9 @@
 - :mod:`~stanflow.losses.registry`: :class:`Loss` (a family: Stan file, NumPy
   value and derivatives, Bayes decision), :class:`BoundLoss` (with its
   parameter values), :data:`LOSSES`, :func:`get_loss`, :func:`bound_loss`,
-  :func:`loss_function`;
+  :func:`loss_function`; :func:`loss_parameters`, the one binding of a
+  loss's parameters (by name or in order) for every method, and
+  :func:`loss_slot_file`, a loss's Stan file with a file's signature checked;
 - :mod:`~stanflow.losses.functions`: the NumPy functions;
 - :mod:`~stanflow.losses.decisions`: Bayes decisions in closed form, from draws
   and from normal mixtures.
@@ -20,6 +22,8 @@ from stanflow.losses.registry import (
     bound_loss,
     get_loss,
     loss_function,
+    loss_parameters,
+    loss_slot_file,
 )
 
 __all__ = [
@@ -29,5 +33,7 @@ __all__ = [
     "bound_loss",
     "get_loss",
     "loss_function",
+    "loss_parameters",
+    "loss_slot_file",
     "mixture_quantile",
 ]

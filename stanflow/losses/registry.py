@@ -36,6 +36,9 @@ normal predictive ``N(m, s^2)``).
 A loss of your own is a Stan file with the same signature and a
 ``// params:`` line (:mod:`stanflow.parameters`); every method takes its path
 where it takes a shipped name, and reads what it needs from Stan in process.
+Every method binds a loss's parameters with :func:`loss_parameters` (by name
+or in declared order, shipped losses and files alike) and takes a file
+through :func:`loss_slot_file` (its signature checked by stanc first).
 """
 
 from __future__ import annotations
@@ -52,9 +55,12 @@ from stanflow.losses import decisions, functions
 from stanflow.losses.pointwise import file_loss_function
 from stanflow.models import STAN_DIR
 from stanflow.parameters import Parameter, bind, check_vector
+from stanflow.signatures import LOSS, check_signature
 from stanflow.slots import is_slot_file, slot_file
 
 LossFunction = Callable[..., np.ndarray]
+Params = Mapping[str, Any] | Sequence[float] | None
+"""A loss's parameters as every method takes them: by name, or in declared order."""
 
 RENAMED = {"tilted": "check (parameter tau instead of q)", "pinball": "check"}
 """Other names of shipped losses, for the error that points to stanflow's."""
@@ -98,11 +104,11 @@ class Loss:
     decision: LossFunction | None = None
     mixture: LossFunction | None = None
 
-    def bind(self, params: Mapping[str, Any] | None) -> tuple[float, ...]:
-        """Check ``params`` (names to values) and return them in Stan order."""
+    def bind(self, params: Params = None) -> tuple[float, ...]:
+        """Check ``params`` (by name, or in declared order) and return them in Stan order."""
         return bind(self.params, params, "loss_params", f"loss {self.name!r}")
 
-    def with_params(self, params: Mapping[str, Any] | None = None) -> BoundLoss:
+    def with_params(self, params: Params = None) -> BoundLoss:
         """This loss with checked parameter values (:class:`BoundLoss`).
 
         Raises
@@ -374,8 +380,41 @@ def bound_loss(loss: str | Loss | BoundLoss, **params: Any) -> BoundLoss:
     return get_loss(loss).with_params(params)
 
 
+def loss_parameters(loss: str | os.PathLike | Loss, params: Params = None) -> tuple[float, ...]:
+    """The parameters of a loss, checked: the one binding every method uses.
+
+    Parameters
+    ----------
+    loss : str, path or Loss
+        A shipped loss name (see :data:`LOSSES`), a :class:`Loss`, or the path
+        of a loss file (:func:`stanflow.slots.is_slot_file`).
+    params : mapping of str to float, sequence of float, or None
+        By name (``{"tau": 0.25}``) or in the declared order (``[0.25]``),
+        for shipped losses and files alike; None for none. Checked against
+        the loss's declaration (:mod:`stanflow.parameters`: a file's
+        ``// params:`` line, a :class:`Loss`'s ``params``).
+
+    Returns
+    -------
+    tuple of float
+        The Stan vector ``loss_params``.
+
+    Raises
+    ------
+    TypeError
+        If ``params`` is neither a mapping nor a sequence.
+    ValueError
+        If the loss is unknown or its file missing, or a parameter is missing,
+        unknown, of the wrong count or out of range; the message names
+        ``loss_params``, the parameter and the loss or file.
+    """
+    if is_slot_file(loss):
+        return check_vector(slot_file(loss, "losses", "loss"), params, "loss_params")
+    return get_loss(loss).bind(params)
+
+
 def loss_function(
-    loss: str | os.PathLike | Loss, params: Mapping[str, Any] | Sequence[float] | None = None
+    loss: str | os.PathLike | Loss, params: Params = None
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """Return ``(y, f) -> loss(y, f, *params)`` with checked parameters.
 
@@ -386,9 +425,8 @@ def loss_function(
         path of a loss file (:func:`stanflow.slots.is_slot_file`), evaluated
         by Stan in process (:func:`stanflow.losses.pointwise.file_loss_function`).
     params : mapping of str to float, or sequence of float, optional
-        Its parameters by name, e.g. ``{"tau": 0.25}`` for ``"check"``; for
-        a file also the Stan vector in order. Checked against the loss's
-        declaration (:mod:`stanflow.parameters`).
+        Its parameters by name, e.g. ``{"tau": 0.25}`` for ``"check"``, or in
+        declared order (:func:`loss_parameters`).
 
     Returns
     -------
@@ -401,8 +439,32 @@ def loss_function(
     ValueError
         If the loss is unknown or a parameter is missing, unknown or out of range
         (e.g. ``tau`` outside (0, 1)).
+    stanflow.models.CompileError
+        If a loss file does not define the loss slot's signature.
     """
     if is_slot_file(loss):
-        path = slot_file(loss, "losses", "loss")
-        return file_loss_function(path, check_vector(path, params, "loss_params"))
+        values = loss_parameters(loss, params)
+        return file_loss_function(loss_slot_file(loss), values)
     return get_loss(loss).with_params(params).value
+
+
+def loss_slot_file(loss: str | os.PathLike | Loss) -> Path:
+    """The Stan file of a loss, for the slot ``loss.stanfunctions`` of every program.
+
+    A shipped name's or a :class:`Loss`'s own file; a file of yours is checked
+    by stanc for the slot's signature first
+    (:func:`stanflow.signatures.check_signature`), before anything compiles.
+
+    Raises
+    ------
+    ValueError
+        If the loss is unknown or the file does not exist.
+    stanflow.models.CompileError
+        If the file does not define the slot's signature; the message names
+        the file and the signature.
+    """
+    if not is_slot_file(loss):
+        return get_loss(loss).stan_file
+    path = slot_file(loss, "losses", "loss")
+    check_signature(path, LOSS)
+    return path

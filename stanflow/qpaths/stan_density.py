@@ -6,12 +6,17 @@ the integral the program's target defines). :class:`StanLogDensity` wraps the
 loaded program as the ``log_pi(z) -> (N,)`` callable that :func:`~stanflow.qpaths.annealing.smc`,
 :func:`~stanflow.qpaths.annealing.ais` and :func:`~stanflow.qpaths.ti.thermodynamic_integration`
 take, so no NumPy copy of the density is needed; the default random-walk moves
-only evaluate it.
+only evaluate it. Its data are checked before the program compiles: a NaN in
+them would make ``log pi1`` NaN at every particle, and the annealing would fail
+far from the cause.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import bridgestan
@@ -86,6 +91,57 @@ def stan_log_density(
     Returns
     -------
     StanLogDensity
+
+    Raises
+    ------
+    ValueError
+        If the data hold a NaN (the message names the field), before anything
+        compiles; if the program rejects its data.
     """
+    check_no_nan(data)
     model = load(source, data, slots=slots, include_paths=include_paths)
     return StanLogDensity(model, threads=threads)
+
+
+def check_no_nan(data: Mapping[str, Any] | str | os.PathLike | None) -> None:
+    """Refuse data with a NaN in any field, naming the field.
+
+    Parameters
+    ----------
+    data : mapping, str, os.PathLike or None
+        As :func:`stanflow.models.load` takes it: a mapping, a JSON string or
+        the path of a ``.json`` file (Stan's ``NaN``, as a number or a string).
+
+    Raises
+    ------
+    ValueError
+        ``data: field 'X' holds NaN ...``.
+    """
+    for name, value in _fields(data).items():
+        try:
+            values = np.asarray(value, dtype=float)
+        except (TypeError, ValueError):
+            continue  # not numbers (nested records): Stan checks those itself
+        if np.isnan(values).any():
+            where = np.argwhere(np.isnan(values))[0].tolist()
+            raise ValueError(
+                f"data: field {name!r} holds NaN ({int(np.isnan(values).sum())} value(s), "
+                f"first at index {where}); replace or drop the missing values (the "
+                "target's log density would be NaN)"
+            )
+
+
+def _fields(data: Mapping[str, Any] | str | os.PathLike | None) -> Mapping[str, Any]:
+    """The fields of ``data``; none for data that are not a JSON object (Stan says why)."""
+    if data is None or isinstance(data, Mapping):
+        return data or {}
+    text = str(data)
+    if isinstance(data, os.PathLike) or text.endswith(".json"):
+        if not Path(data).is_file():
+            raise ValueError(f"data: no such file {data}")
+        text = Path(data).read_text()
+    try:
+        fields = json.loads(text)
+    except ValueError:
+        return {}
+    return fields if isinstance(fields, dict) else {}

@@ -12,6 +12,8 @@
   process by its own L-BFGS, run on all draws of a batch at once in NumPy with
   one batched call of Stan's gradients (``bridgestan``) per iteration, no
   process per draw;
+- :mod:`~stanflow.wbb.penalties`: the penalty slot of those smooth problems
+  (a shipped name or a file of yours) and its parameters;
 - :mod:`~stanflow.wbb.program`: any loss program (:class:`stanflow.gibbs.LossProgram`):
   its weighted losses plus its prior as a penalty, all draws optimised in
   process in one batch;

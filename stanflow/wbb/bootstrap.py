@@ -33,7 +33,12 @@ from stanflow.arviz_compat import Results
 from stanflow.wbb.lasso import solve_lasso
 from stanflow.wbb.ridge import solve_ridge
 from stanflow.wbb.trend_filtering import trend_filter
-from stanflow.wbb.weights import _positive_int, bootstrap_weights
+from stanflow.wbb.weights import (
+    PRIORS,
+    _nonnegative_int,
+    _positive_int,
+    bootstrap_weights,
+)
 
 ON_FAILURE = ("warn", "raise")
 
@@ -54,6 +59,34 @@ class Draws:
     params: dict[str, np.ndarray]
     converged: np.ndarray
     stats: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def check_draws(
+    B: int, *, root_seed: int, prior: str, batch_size: int | None, on_failure: str
+) -> None:
+    """Check the driver's settings, before any solve or compile; errors name the argument.
+
+    Parameters
+    ----------
+    B, root_seed, prior, batch_size, on_failure
+        As in :func:`wbb`: ``B`` and ``batch_size`` ints ``>= 1``, ``root_seed``
+        an int ``>= 0``.
+
+    Raises
+    ------
+    TypeError
+        If ``B``, ``batch_size`` or ``root_seed`` is not an int.
+    ValueError
+        If one is out of range, or ``prior`` or ``on_failure`` is unknown.
+    """
+    _positive_int(B, "B")
+    _nonnegative_int(root_seed, "root_seed")
+    if prior not in PRIORS:
+        raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
+    if batch_size is not None:
+        _positive_int(batch_size, "batch_size")
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
 
 
 def wbb(
@@ -97,10 +130,10 @@ def wbb(
     Results
         Groups ``posterior``, ``sample_stats`` and ``weights``.
     """
-    n, B = _positive_int(n, "n"), _positive_int(B, "B")
-    batch_size = B if batch_size is None else _positive_int(batch_size, "batch_size")
-    if on_failure not in ON_FAILURE:
-        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
+    n = _positive_int(n, "n")
+    batch_size = B if batch_size is None else batch_size
     batches = []
     for start in range(0, B, batch_size):
         w, wp = bootstrap_weights(root_seed, n, min(batch_size, B - start), prior=prior, start=start)
@@ -173,6 +206,8 @@ def wbb_lasso(
     -------
     Results
     """
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
     start = solve_lasso(X, y, lam, fit_intercept=fit_intercept, tol=tol, max_sweeps=max_sweeps)
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
@@ -203,6 +238,8 @@ def wbb_ridge(
 
     Same arguments and groups as :func:`wbb_lasso`, without solver statistics.
     """
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
     solve_ridge(X, y, lam, fit_intercept=fit_intercept)  # validate once, up front
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
@@ -246,6 +283,8 @@ def wbb_trend_filter(
     -------
     Results
     """
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
     trend_filter(y, lam, k, tol=tol, max_newton=1)  # validate once, up front
     n = np.asarray(y).shape[0]
 

@@ -38,7 +38,7 @@ Scaling is that of :mod:`stanflow.wbb.stan_optimize`: ``loss="squared"`` is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import bridgestan
@@ -47,9 +47,8 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow.arviz_compat import Results
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
+from stanflow.losses import loss_parameters, loss_slot_file
 from stanflow.models import load, log_density_gradient_rows, program_path
-from stanflow.parameters import check_vector
-from stanflow.slots import slot_file
 from stanflow.wbb._checks import (
     check_lam,
     check_max_iter,
@@ -57,8 +56,11 @@ from stanflow.wbb._checks import (
     check_weights,
     check_X_y,
 )
-from stanflow.wbb.bootstrap import Draws, wbb
+from stanflow.wbb.bootstrap import Draws, check_draws, wbb
+from stanflow.wbb.penalties import penalty_parameters, penalty_slot_file
 
+Params = Mapping[str, float] | Sequence[float] | None
+"""A slot's parameters: in declared order, or by name."""
 LOSS_PROGRAM = "wbb/weighted_loss"
 PENALTY_PROGRAM = "wbb/penalty_only"
 
@@ -87,8 +89,10 @@ class WeightedGlm:
     fit_intercept : bool
         Fit an unpenalised intercept ``alpha``; a parameter vector is then
         ``(alpha, beta)``, else ``beta``.
-    loss_params, penalty_params : sequence of float
-        The slots' parameter vectors; finite.
+    loss_params, penalty_params : sequence of float or mapping
+        The slots' parameters, in declared order or by name
+        (:func:`stanflow.losses.loss_parameters`); checked against the files'
+        ``// params:`` lines.
     threads : int, optional
         Threads of the batched Stan calls (default: the cores this process may
         use; see :func:`stanflow.models.log_density_gradient_rows`).
@@ -114,8 +118,8 @@ class WeightedGlm:
         loss: str | Path = "squared",
         penalty: str | Path = "ridge",
         fit_intercept: bool = False,
-        loss_params: Sequence[float] = (),
-        penalty_params: Sequence[float] = (),
+        loss_params: Params = (),
+        penalty_params: Params = (),
         threads: int | None = None,
     ) -> None:
         self.X, self.y = check_X_y(X, y)
@@ -124,10 +128,10 @@ class WeightedGlm:
         if threads is not None:
             check_max_iter(threads, "threads")
         self.threads = threads
-        self.loss_file = slot_file(loss, "losses", "loss")
-        self.penalty_file = slot_file(penalty, "wbb/penalties", "penalty")
-        self.loss_params = _params(self.loss_file, loss_params, "loss_params")
-        self.penalty_params = _params(self.penalty_file, penalty_params, "penalty_params")
+        self.loss_params = np.array(loss_parameters(loss, loss_params), dtype=float)
+        self.penalty_params = np.array(penalty_parameters(penalty, penalty_params), dtype=float)
+        self.loss_file = loss_slot_file(loss)
+        self.penalty_file = penalty_slot_file(penalty)
         self.loss_model: bridgestan.StanModel = load(
             program_path(LOSS_PROGRAM),
             {"N": self.y.size, "y": self.y, "n_loss_params": self.loss_params.size,
@@ -336,8 +340,8 @@ def wbb_glm_inprocess(
     loss: str | Path = "squared",
     penalty: str | Path = "ridge",
     fit_intercept: bool = False,
-    loss_params: Sequence[float] = (),
-    penalty_params: Sequence[float] = (),
+    loss_params: Params = (),
+    penalty_params: Params = (),
     feature_names: Sequence[str] | None = None,
     warm_start: bool = True,
     gtol: float = 1e-10,
@@ -379,14 +383,20 @@ def wbb_glm_inprocess(
     Each Stan call holds the points of a whole batch, ``(draws, 2 n)``
     doubles: for large ``n`` bound it with ``batch_size``.
 
+    Every argument is checked before the programs compile (``B``, ``prior``,
+    ``batch_size``, ``on_failure`` as :func:`stanflow.wbb.bootstrap.check_draws`).
+
     Returns
     -------
     Results
     """
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
+    names = _feature_names(feature_names, check_X_y(X, y)[0].shape[1])
+    options = {"gtol": check_positive(gtol, "gtol"), "ftol": check_positive(ftol, "ftol"),
+               "max_iter": check_max_iter(max_iter, "max_iter")}
     problem = WeightedGlm(X, y, lam, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
                           loss_params=loss_params, penalty_params=penalty_params, threads=threads)
-    names = _feature_names(feature_names, problem.n_features)
-    options = {"gtol": gtol, "ftol": ftol, "max_iter": max_iter}
     beta0, alpha0 = np.zeros(problem.n_features), 0.0
     if warm_start:
         unit = lbfgs_draws(problem, None, 1.0, **options)
@@ -410,17 +420,6 @@ def _feature_names(names: Sequence[str] | None, p: int) -> list:
     if len(names) != p:
         raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
     return names
-
-
-def _params(path: Path, values: Sequence[float], name: str) -> np.ndarray:
-    """The parameter vector of a slot file, checked against its declaration."""
-    try:
-        if isinstance(values, (str, bytes)):
-            raise TypeError
-        values = [float(v) for v in np.asarray(values, dtype=float).reshape(-1)]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a sequence of numbers, got {values!r}") from None
-    return np.array(check_vector(path, values, name), dtype=float)
 
 
 def _check_slot(

@@ -29,8 +29,8 @@ from threadpoolctl import ThreadpoolController
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.program import LossProgram
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
-from stanflow.wbb.bootstrap import ON_FAILURE, Draws, wbb
-from stanflow.wbb.weights import PRIORS
+from stanflow.wbb._checks import check_max_iter
+from stanflow.wbb.bootstrap import Draws, check_draws, wbb
 
 _BLAS = ThreadpoolController()
 
@@ -150,14 +150,9 @@ def wbb_program(
     """
     if not isinstance(program, LossProgram):
         raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
-    if prior not in PRIORS:
-        raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
-    if on_failure not in ON_FAILURE:
-        raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
-    for name, value in (("B", B), ("max_iter", max_iter)) + (
-            (("batch_size", batch_size),) if batch_size is not None else ()):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
+    check_max_iter(max_iter, "max_iter")
     for name, value in (("gtol", gtol), ("ftol", ftol)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value!r}")

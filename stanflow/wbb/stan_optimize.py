@@ -35,12 +35,16 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.arviz_compat import Results
+from stanflow.losses import loss_parameters, loss_slot_file
 from stanflow.models import compile_model, program_path
-from stanflow.parameters import check_vector
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
-from stanflow.slots import slot_file
-from stanflow.wbb._checks import check_lam, check_weights, check_X_y
-from stanflow.wbb.bootstrap import Draws, wbb
+from stanflow.wbb._checks import (
+    check_lam,
+    check_weights,
+    check_X_y,
+)
+from stanflow.wbb.bootstrap import Draws, check_draws, wbb
+from stanflow.wbb.penalties import penalty_parameters, penalty_slot_file
 
 TEMPLATE = "wbb/weighted_glm"
 CONVERGED = ("Optimization terminated normally", "Convergence detected")
@@ -66,8 +70,8 @@ def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cm
         program_path(TEMPLATE),
         name="wbb_glm",
         slots={
-            "loss.stanfunctions": slot_file(loss, "losses", "loss"),
-            "penalty.stanfunctions": slot_file(penalty, "wbb/penalties", "penalty"),
+            "loss.stanfunctions": loss_slot_file(loss),
+            "penalty.stanfunctions": penalty_slot_file(penalty),
         },
         cpp_options={"STAN_THREADS": False},
         driver="stanflow",  # the run set's batch mode is stanflow's extension
@@ -198,8 +202,8 @@ def wbb_glm(
     loss: str | Path = "squared",
     penalty: str | Path = "ridge",
     fit_intercept: bool = False,
-    loss_params: Sequence[float] = (),
-    penalty_params: Sequence[float] = (),
+    loss_params: Mapping[str, float] | Sequence[float] = (),
+    penalty_params: Mapping[str, float] | Sequence[float] = (),
     feature_names: Sequence[str] | None = None,
     args: Mapping[str, Any] | None = None,
     out_dir: str | Path | None = None,
@@ -217,8 +221,10 @@ def wbb_glm(
 
     Parameters
     ----------
-    X, y, lam, fit_intercept, loss_params, penalty_params, args, executor, progress
+    X, y, lam, fit_intercept, args, executor, progress
         As in :func:`optimize_draws`.
+    loss_params, penalty_params : sequence of float or mapping
+        In declared order or by name (:func:`stanflow.losses.loss_parameters`).
     B, root_seed, prior, batch_size, on_failure
         As in :func:`stanflow.wbb.bootstrap.wbb`.
     loss, penalty
@@ -230,10 +236,12 @@ def wbb_glm(
     -------
     Results
     """
+    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+                on_failure=on_failure)
     X, y = check_X_y(X, y)
     check_lam(lam)
-    check_vector(slot_file(loss, "losses", "loss"), loss_params, "loss_params")
-    check_vector(slot_file(penalty, "wbb/penalties", "penalty"), penalty_params, "penalty_params")
+    loss_params = loss_parameters(loss, loss_params)
+    penalty_params = penalty_parameters(penalty, penalty_params)
     model = glm_model(loss, penalty)
     batches = itertools.count()
 

@@ -94,7 +94,8 @@ def _nonnegative_int(value: int, name: str) -> int:
 
 
 def _positive_int(value: int, name: str) -> int:
-    value = _nonnegative_int(value, name)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an int >= 1, got {value!r}")
     if value < 1:
-        raise ValueError(f"{name} must be >= 1, got {value}")
-    return value
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    return int(value)
