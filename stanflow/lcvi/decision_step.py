@@ -107,18 +107,22 @@ class Judge:
         state: AdviState,
         h: np.ndarray,
         seconds: float,
+        decided: tuple[Predictive, np.ndarray] | None = None,
     ) -> Step:
         """An LCVI block's fit (utility weight 1), run with decisions ``h``.
 
-        Its own decisions, for the next block, are taken by the decision step.
+        Its own decisions, for the next block, are those of the decision step,
+        ``decided`` if :meth:`decide` has already been taken on ``state``.
         """
-        return self._step(fit, state, h, None, 1.0, seconds)
+        predictive, decisions = self.decide(state) if decided is None else decided
+        return self._step(fit, state, h, decisions, 1.0, seconds, predictive)
 
-    def decide(self, predictive: Predictive) -> np.ndarray:
-        """The decision step for a state whose draws have this ``predictive``."""
+    def decide(self, state: AdviState) -> tuple[Predictive, np.ndarray]:
+        """The decision step at ``state``: the predictive of its draws and its decisions."""
+        predictive = Predictive(self.model, state.draws(self.eps_theta))
         if self.decision == "bayes":
-            return predictive.bayes_decisions()
-        return utility_decisions(
+            return predictive, predictive.bayes_decisions()
+        return predictive, utility_decisions(
             predictive.outcomes(self.eps_y, self.eps_u),
             self.model.loss,
             self.kind,
@@ -131,21 +135,18 @@ class Judge:
         fit: cmdstanpy.CmdStanVB,
         state: AdviState,
         h: np.ndarray,
-        decisions: np.ndarray | None,
+        decisions: np.ndarray,
         weight: float,
         seconds: float,
+        predictive: Predictive | None = None,
     ) -> Step:
-        """Judge ``fit`` (at ``state``), run with decisions ``h`` and weight ``weight``.
-
-        ``decisions`` are the fit's own when already known, else taken by the
-        decision step.
-        """
-        predictive = Predictive(self.model, state.draws(self.eps_theta))
+        """Judge ``fit`` (at ``state``, whose draws have ``predictive``), run with
+        decisions ``h`` and weight ``weight``; ``decisions`` are the fit's own."""
+        if predictive is None:
+            predictive = Predictive(self.model, state.draws(self.eps_theta))
         u = predictive.utility(
             h, self.eps_y, self.eps_u, self.kind, self.scale, self.estimator
         )
-        if decisions is None:
-            decisions = self.decide(predictive)
         # log_p__ is the target, so it holds weight * U: take it out again
         log_p = np.mean(fit.variational_sample_pd["log_p__"].to_numpy())
         elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)

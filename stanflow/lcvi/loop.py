@@ -39,6 +39,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -368,15 +369,22 @@ class _Runner:
         last : _Block
             The last block run.
         """
-        steps: list[Step] = []
+        records: list[Future[Step]] = []
         state, done, number = fork, False, 0
-        while schedule.goes_on(state.iteration, done):
-            number += 1
-            block = schedule.block(number, state, h)
-            fit, state, seconds = self._lcvi(block, judge.scale)
-            steps.append(judge.lcvi_block(fit, state, block.h, seconds))
-            done = settled(block.h, steps[-1].decisions, schedule.tol)
-            h = steps[-1].decisions
+        # a block's record (its utility term, ELBO and risk) is computed while
+        # the next block's ADVI process runs; only its decisions are waited for
+        with ThreadPoolExecutor(max_workers=1) as recorder:
+            while schedule.goes_on(state.iteration, done):
+                number += 1
+                block = schedule.block(number, state, h)
+                fit, state, seconds = self._lcvi(block, judge.scale)
+                decided = judge.decide(state)
+                records.append(recorder.submit(
+                    judge.lcvi_block, fit, state, block.h, seconds, decided
+                ))
+                done = settled(block.h, decided[1], schedule.tol)
+                h = decided[1]
+            steps = [record.result() for record in records]
         return steps, done, block
 
     def with_all_draws(self, judge: Judge, block: _Block, step: Step) -> Step:
