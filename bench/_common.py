@@ -174,6 +174,6 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
     table = [list(headers)] + [[cell(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
     for k, row in enumerate(table):
-        print("  ".join(c.rjust(w) for c, w in zip(row, widths)))
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
         if k == 0:
             print("  ".join("-" * w for w in widths))

@@ -154,7 +154,8 @@ def main() -> None:
             "identical_results": same,
             "median": summary,
             "machine": machine_info(),
-            "command": f"STANFLOW_DATA_DIR=../shared/data .venv/bin/python bench/advi_malloc.py --iter {args.iter} --reps {args.reps}",
+            "command": "STANFLOW_DATA_DIR=../shared/data .venv/bin/python bench/advi_malloc.py "
+            f"--iter {args.iter} --reps {args.reps}",
         },
     )
 

@@ -86,8 +86,12 @@ def main() -> None:
         "B": 200,
         "reweight": reweight,
         "resample": resample,
-        "ratio_calibration_reweight_vs_rcpp": reweight["calibration_wall_s"] / REFERENCE["per_calibration_s"],
-        "ratio_step_resample_vs_reweight": resample["median_wall_per_step_s"] / reweight["median_wall_per_step_s"],
+        "ratio_calibration_reweight_vs_rcpp": (
+            reweight["calibration_wall_s"] / REFERENCE["per_calibration_s"]
+        ),
+        "ratio_step_resample_vs_reweight": (
+            resample["median_wall_per_step_s"] / reweight["median_wall_per_step_s"]
+        ),
         "reference_rcpp": REFERENCE,
     }
     print(json.dumps(result, indent=1))

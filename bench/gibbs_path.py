@@ -118,7 +118,9 @@ def side_by_side(replications: int, fixed_steps: int) -> dict:
         }
         for side in ("path", "reweight")
     }
-    summary["wall_ratio_reweight_over_path"] = summary["reweight"]["median_wall_s"] / summary["path"]["median_wall_s"]
+    summary["wall_ratio_reweight_over_path"] = (
+        summary["reweight"]["median_wall_s"] / summary["path"]["median_wall_s"]
+    )
     summary["fixed_points_converged"] = int(sum(row["fixed_point"]["converged"] for row in rows))
     return {"summary": summary, "replications": rows}
 

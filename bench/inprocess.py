@@ -90,7 +90,9 @@ def per_call(log_prob_calls: int) -> dict:
     }
 
 
-def smc_run(target: LogisticTarget, log_pi1, n: int, seed: int, schedule=SCHEDULE) -> tuple[float, np.ndarray]:
+def smc_run(
+    target: LogisticTarget, log_pi1, n: int, seed: int, schedule=SCHEDULE
+) -> tuple[float, np.ndarray]:
     start = time.perf_counter()
     group = smc(target.log_pi0, target.sample_pi0, log_pi1, q=1.0, n_particles=n,
                 n_moves=1, schedule=schedule, n_runs=2, seed=seed).smc

@@ -27,7 +27,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import cmdstanpy
 import numpy as np
@@ -233,9 +233,12 @@ def run_advi(
                 f"algorithm: the state {resume.path} is {resume.algorithm!r}, "
                 f"got {checked.get('algorithm', 'meanfield')!r}"
             )
-    if not supports_checkpoints(model.exe_file):
+    exe = model.exe_file
+    if exe is None:
+        raise ValueError("model: it has no executable (compile it with stanflow's toolchain)")
+    if not supports_checkpoints(exe):
         raise RuntimeError(
-            f"{model.exe_file} has no ADVI checkpoints: resumable ADVI needs "
+            f"{exe} has no ADVI checkpoints: resumable ADVI needs "
             "stanflow's CmdStan-compatible driver (stanflow.toolchain); a CmdStan "
             "of your own ($CMDSTAN or ~/.cmdstan) has no such extension"
         )
@@ -251,7 +254,7 @@ def run_advi(
         ]
     }
     cmdstanpy.write_stan_json(str(files["data"]), dict(data))
-    tokens = [model.exe_file, *method_tokens("variational", checked)]
+    tokens = [str(exe), *method_tokens("variational", checked)]
     tokens += ["checkpoint", f"save={files['state']}"]
     if resume is not None:
         tokens += [f"load={resume.path}"]
@@ -275,5 +278,6 @@ def run_advi(
             + console_tail(files["console"]),
             files["console"],
         )
-    fit = cmdstanpy.from_csv(str(files["csv"]), method="variational")
+    # method="variational" makes it a CmdStanVB (or raises).
+    fit = cast(cmdstanpy.CmdStanVB, cmdstanpy.from_csv(str(files["csv"]), method="variational"))
     return fit, AdviState.read(files["state"])

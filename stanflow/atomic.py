@@ -80,7 +80,8 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path:
 
     def write(tmp: str) -> None:
         with open(tmp, "wb") as handle:  # a file object: numpy.savez would add ".npz" to a name
-            np.savez(handle, **arrays)
+            # The stubs type **kwds as if a key could be numpy's allow_pickle flag.
+            np.savez(handle, **arrays)  # type: ignore[arg-type]
 
     return write_atomic(path, write)
 

@@ -43,8 +43,9 @@ def _toolchain_info(args: argparse.Namespace) -> int:
                     print(f"  {what}: {path}")
                 continue
             if isinstance(value, dict):
-                value = ", ".join(f"{k}={v}" for k, v in value.items())
-            print(f"{name}: {value}")
+                print(f"{name}: " + ", ".join(f"{k}={v}" for k, v in value.items()))
+            else:
+                print(f"{name}: {value}")
     return 0
 
 

@@ -49,7 +49,7 @@ Fit = (
     | cmdstanpy.CmdStanPathfinder
     | cmdstanpy.CmdStanGQ
 )
-Coords = Mapping[str, Sequence[Any]]
+Coords = Mapping[str, Sequence[Any] | np.ndarray]
 Dims = Mapping[str, Sequence[str]]
 
 SAMPLE_DIMS = ("chain", "draw")
@@ -346,11 +346,12 @@ def _parse_name(name: str) -> tuple[str, list[int], int | None]:
     """``"t[2].1[3,real]"`` -> (``"t.1"``, [1, 2, 0], 2)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"names: entries must be non-empty strings, got {name!r}")
-    var, index, part_axis = "", [], None
-    pos = 0
+    var, pos = "", 0
+    index: list[int] = []
+    part_axis: int | None = None
     while pos < len(name):
         match = _SEGMENT.match(name, pos)
-        if match.end() == pos:
+        if match is None or match.end() == pos:
             raise ValueError(f"names: cannot parse column name {name!r}")
         var += match.group(1)
         tokens = match.group(2).split(",") if match.group(2) is not None else []
@@ -575,12 +576,11 @@ def _gq_groups(
     draws = np.swapaxes(fit.draws(), 0, 1)
     generated = columns_to_dataset(fit.column_names, draws, coords=coords, dims=dims)
     for name, group in _split(generated, predictive, loglik).items():
-        if name in groups:
-            kept = groups[name].drop_vars(
-                [v for v in groups[name].data_vars if v in own]
-            )
-            group = xr.merge([kept, group], join="exact", combine_attrs="override")
-        groups[name] = group
+        if name not in groups:
+            groups[name] = group
+            continue
+        kept = groups[name].drop_vars([v for v in groups[name].data_vars if v in own])
+        groups[name] = xr.merge([kept, group], join="exact", combine_attrs="override")
     return groups
 
 
@@ -592,8 +592,8 @@ def _run_config(fit: Fit) -> dict[str, Any]:
         if key in _SKIPPED_CONFIG:
             continue
         if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, (str, int, float)):
+            attrs[key] = int(value)
+        elif isinstance(value, (str, int, float)):
             attrs[key] = value
     if isinstance(fit, cmdstanpy.CmdStanMLE):
         attrs["converged"] = int(fit.converged)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,6 +109,7 @@ def bind(
         of its interval.
     """
     suffix = f" of {owner}" if qualified else ""
+    values: Sequence[Any]
     if given is None or isinstance(given, Mapping):
         values = _by_name(declared, {} if given is None else given, argument, owner)
     else:
@@ -123,7 +124,7 @@ def bind(
                 f"{argument}: {owner} takes {takes}, got {len(values)}: {list(values)}"
             )
     return tuple(
-        p.check(v, f"{argument}[{p.name!r}]{suffix}") for p, v in zip(declared, values)
+        p.check(v, f"{argument}[{p.name!r}]{suffix}") for p, v in zip(declared, values, strict=True)
     )
 
 

@@ -65,7 +65,11 @@ def check_signature(file: str | os.PathLike, slot: Slot) -> None:
     stanflow.models.CompileError
         Naming ``file``, the signature the slot needs and stanc's message
         (with the file and line it points to).
+    ValueError
+        If ``slot`` has no harness (such as :data:`PRIOR`).
     """
+    if slot.harness is None:
+        raise ValueError(f"slot {slot.name!r} has no program to check a file against")
     harness = program_path(slot.harness)
     code, origins = render_with_origins(harness, slots={slot.include: file})
     try:

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypeGuard
 
 from stanflow.models import STAN_DIR
 
 
-def is_slot_file(value: object) -> bool:
+def is_slot_file(value: object) -> TypeGuard[str | os.PathLike]:
     """Whether ``value`` is the path of a file rather than a shipped name.
 
     A path object, or a string that ends in ``.stanfunctions`` or contains a
     path separator. Shipped names (``"check"``, ``"laplace"``) are neither.
+    Where it is false, callers cast the value to a name or an object (a
+    :class:`~stanflow.losses.Loss`): no type says "a string that is not a path".
     """
     if isinstance(value, os.PathLike):
         return True

@@ -305,4 +305,5 @@ def render_file(path: Path, results_dir: Path) -> int:
         raise ResultsError(f"{path}: {error}") from None
     if fresh != text:
         write_text(path, fresh)
-    return sum(old.rendered != new.rendered for old, new in zip(blocks(text), blocks(fresh)))
+    pairs = zip(blocks(text), blocks(fresh), strict=True)
+    return sum(old.rendered != new.rendered for old, new in pairs)

@@ -379,7 +379,7 @@ def run_parallel(tasks: list[Callable[[], Any]], pieces: Pieces, jobs: int) -> l
     try:
         futures = [pool.submit(guarded, task) for task in tasks]
         done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failures = [f.exception() for f in done if f.exception() is not None]
+        failures = [error for f in done if (error := f.exception()) is not None]
         if failures:  # the cause, not the pieces it stopped
             raise next((e for e in failures if not isinstance(e, Stopped)), failures[0])
         return [future.result() for future in futures]
@@ -482,6 +482,8 @@ def _load(name: str, path: Path) -> ModuleType:
     """Import a workflow script as module ``stanflow_workflow_<name>``."""
     module_name = f"stanflow_workflow_{name.replace('-', '_')}"
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path}: a workflow must be a Python file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)

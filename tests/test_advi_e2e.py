@@ -132,7 +132,7 @@ def test_a_full_rank_factor_must_be_lower_triangular(centred, tmp_path):
 
 def test_bad_states_are_refused_with_the_field(centred, cmdstan, tmp_path):
     _, state = run_advi(centred, DATA, tmp_path, "ok", seed=1, args={"iter": 30})
-    with pytest.raises(ValueError, match="algorithm: the state .* 'meanfield', got 'fullrank'"):
+    with pytest.raises(ValueError, match=r"algorithm: the state .* 'meanfield', got 'fullrank'"):
         run_advi(centred, DATA, tmp_path, "x", seed=1, args={"algorithm": "fullrank"}, resume=state)
     with pytest.raises(ValueError, match="inits: a resumed run"):
         run_advi(centred, DATA, tmp_path, "x", seed=1, resume=state, inits={"mu": 0})

@@ -60,7 +60,7 @@ def assert_round_trip(results: Results, tmp_path: Path) -> Results:
 def test_the_python_version_picks_the_arviz_line():
     """pyproject.toml: ArviZ 0.x on Python 3.11, 1.x on Python >= 3.12."""
     expected = 0 if sys.version_info < (3, 12) else 1
-    assert arviz_compat.LINE == expected
+    assert expected == arviz_compat.LINE
     assert arviz_compat.ARVIZ_VERSION.startswith(f"{expected}.")
     native = {0: "arviz.data.inference_data.InferenceData", 1: "xarray.core.datatree.DataTree"}
     assert f"{Results.__module__}.{Results.__name__}" == native[expected]
@@ -111,7 +111,7 @@ def test_build_group_and_add_groups():
         group(results, "smc")
     with pytest.raises(ValueError, match=r"already have the groups \['posterior'\]"):
         arviz_compat.add_groups(results, {"posterior": posterior})
-    with pytest.raises(TypeError, match="group 'x' must be an xarray.Dataset, got dict"):
+    with pytest.raises(TypeError, match=r"group 'x' must be an xarray\.Dataset, got dict"):
         arviz_compat.build({"x": {}})
     with pytest.raises(ValueError, match="without '/'"):
         arviz_compat.build({"a/b": posterior})

@@ -97,10 +97,7 @@ def exact_absolute_loss(y, omega, a, b, x):
         slope = np.sum(lo >= y) - np.sum(lo < y)  # d L_n / d theta on (lo, hi)
         level = np.sum(np.abs(y - lo))  # L_n(lo)
         rate = omega * slope
-        if abs(rate) < 1e-12:
-            mass = hi - lo
-        else:
-            mass = -math.expm1(-rate * (hi - lo)) / rate
+        mass = hi - lo if abs(rate) < 1e-12 else -math.expm1(-rate * (hi - lo)) / rate
         pieces.append((lo, hi, rate, level, mass))
     z = sum(math.exp(-omega * level) * mass for *_, level, mass in pieces)
 
@@ -189,7 +186,7 @@ def test_variational_identity_holds_and_the_gibbs_posterior_minimises_it():
         -0.5 * ((theta - a) / s) ** 2 for a in (0.5, 1.0, 1.5) for s in (0.1, 0.3)
     ]
     normalised = [r - np.log(np.trapezoid(np.exp(r), theta)) for r in family]
-    for log_rho in normalised + [log_gibbs]:
+    for log_rho in [*normalised, log_gibbs]:
         assert free_energy(log_rho) == pytest.approx(
             kl(log_rho, log_gibbs) - post.log_z, abs=1e-8
         )

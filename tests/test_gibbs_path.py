@@ -60,7 +60,7 @@ def read_points(path) -> list[tuple[float, float]]:
     """Every schedule point (with its incremental ESS) and the log-midpoint of
     every schedule interval (with its reading ESS)."""
     omegas, ess = path["omega"].values, path["ess"].values
-    points = [(float(w), float(e)) for w, e in zip(omegas[1:], ess[1:])]
+    points = [(float(w), float(e)) for w, e in zip(omegas[1:], ess[1:], strict=True)]
     for lo, hi in itertools.pairwise(omegas[1:]):
         mid = math.sqrt(lo * hi)
         points.append((mid, reweight(path, mid).ess))
@@ -86,7 +86,7 @@ def test_path_posteriors_and_log_z_match_the_grid(case):
     sums = grid.loss_sums(theta, y, loss_function(loss, params))
     points = read_points(path)
     tolerance = dkw([e for _, e in points], len(points))
-    for (omega, _), tol in zip(points, tolerance):
+    for (omega, _), tol in zip(points, tolerance, strict=True):
         exact = grid.posterior(theta, sums, omega)
         read = reweight(path, omega)
         F, _ = cdf(read, theta)
@@ -117,7 +117,7 @@ def test_conjugate_squared_loss_normal_prior_in_closed_form():
     path = arviz_compat.group(idata, "path")
     points = read_points(path)
     tolerance = dkw([e for _, e in points], len(points))
-    for (omega, ess), tol in zip(points, tolerance):
+    for (omega, ess), tol in zip(points, tolerance, strict=True):
         precision = 2 * omega * len(y) + 1 / s0**2
         b = 2 * omega * y.sum() + m0 / s0**2
         mean, sd = b / precision, precision**-0.5
@@ -148,7 +148,7 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
         sums = grid.loss_sums(theta, y, loss_function("absolute"))
         log_prior = log_prior_on_grid(theta, "normal", {"mean": 1, "sd": 0.7})
         points = read_points(path)
-        for (omega, _), tol in zip(points, dkw([e for _, e in points], len(points))):
+        for (omega, _), tol in zip(points, dkw([e for _, e in points], len(points)), strict=True):
             exact = grid.posterior(theta, sums, omega, log_prior=log_prior)
             read = reweight(path, omega)
             assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
@@ -187,7 +187,7 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
     omegas = [0.05, 0.3, 1.0]
     reads = [reweight(path, w) for w in omegas]
     tolerance = dkw([r.ess for r in reads], len(reads))
-    for omega, read, tol in zip(omegas, reads, tolerance):
+    for omega, read, tol in zip(omegas, reads, tolerance, strict=True):
         exact = grid.posterior(theta, sums, omega)
         assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
     end = grid.posterior(theta, sums, 1.0)
@@ -312,7 +312,7 @@ def test_bad_input_gives_clear_errors_before_sampling():
         location_program(np.array([]), bounds=(0, 8))
     with pytest.raises(ValueError, match="moves must be one of"):
         gibbs_path(program, moves="hmc")
-    with pytest.raises(ValueError, match="NUTS moves .* need q = 1"):
+    with pytest.raises(ValueError, match=r"NUTS moves .* need q = 1"):
         gibbs_path(program, moves="nuts", q=0.5)
     with pytest.raises(ValueError, match="target_ess"):
         gibbs_path(program, target_ess=1.0)
@@ -336,7 +336,9 @@ def test_a_loss_objects_numpy_value_is_checked_when_its_program_is_made():
     y = np.random.default_rng(0).gamma(2.0, 1.0, 30)
     value = lambda y, f, tau: np.abs(y - f)
     wrong = Loss("two_argument", get_loss("absolute").stan_file, value, value, value, jump=2.0)
-    with pytest.raises(TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"):
+    with pytest.raises(
+        TypeError, match=r"loss: 'two_argument'.value must be callable as value\(y, f, \*params\)"
+    ):
         location_program(y, loss=wrong, bounds=(0, 8))
 
 

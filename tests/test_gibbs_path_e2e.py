@@ -44,7 +44,7 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
     theta = np.linspace(-5, 5, 4001)
     sums = grid.loss_sums(theta, y, lambda y_, f: np.log(np.cosh(y_ - f)))
     omegas, ess = path["omega"].values[1:], path["ess"].values[1:]
-    for omega, tol in zip(omegas, dkw(ess, len(omegas))):
+    for omega, tol in zip(omegas, dkw(ess, len(omegas)), strict=True):
         exact = grid.posterior(theta, sums, float(omega))
         read = reweight(path, float(omega))
         assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
@@ -91,7 +91,7 @@ def test_calibration_rules_from_a_loss_file(cmdstan, tmp_path):
 def test_a_loss_file_with_the_wrong_signature_is_a_clear_error(cmdstan, tmp_path):
     file = tmp_path / "two_arguments.stanfunctions"
     file.write_text("real loss(real y, real f) {\n  return abs(y - f);\n}\n")
-    with pytest.raises(CompileError, match="did not compile with loss file .* must define") as info:
+    with pytest.raises(CompileError, match=r"did not compile with loss file .* must define") as info:
         location_program(np.ones(5), loss=file, bounds=(0, 2))
     assert LOSS_SIGNATURE in str(info.value) and str(file) in str(info.value)
 
@@ -106,7 +106,7 @@ def test_nuts_moves_follow_the_grid(cmdstan):
     theta = np.linspace(0, 8, 2001)
     sums = grid.loss_sums(theta, y, lambda y_, f: np.abs(y_ - f))
     omegas, ess = path["omega"].values[1:], path["ess"].values[1:]
-    for omega, tol in zip(omegas, dkw(ess, len(omegas))):
+    for omega, tol in zip(omegas, dkw(ess, len(omegas)), strict=True):
         exact = grid.posterior(theta, sums, float(omega))
         read = reweight(path, float(omega))
         assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol

@@ -16,7 +16,7 @@ def test_resample_counts_match_bincount():
     indices = bootstrap_indices(30, 50, 4)
     counts = reweighting.resample_counts(indices, 30)
     assert counts.shape == (50, 30)
-    for row, idx in zip(counts, indices):
+    for row, idx in zip(counts, indices, strict=True):
         np.testing.assert_array_equal(row, np.bincount(idx, minlength=30))
     with pytest.raises(ValueError, match="indices"):
         reweighting.resample_counts(np.array([[0, 30]]), 30)

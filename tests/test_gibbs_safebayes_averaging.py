@@ -103,7 +103,9 @@ def test_mixture_r_log_and_means_match_monte_carlo_and_batch_weights():
     eta, i = 0.5, 20
     log_prior = np.array([0.0, -0.5, -1.0, -1.5])
     sequences = sequential_models(y, X, [eta], checkpoints=[i], **PRIOR)
-    weights = softmax([log_prior[p] + power_log_marginal(y[:i], X[:i, : p + 1], eta, **PRIOR) for p in range(4)])
+    weights = softmax(
+        [log_prior[p] + power_log_marginal(y[:i], X[:i, : p + 1], eta, **PRIOR) for p in range(4)]
+    )
     draws = np.random.default_rng(6)
     models = draws.choice(4, size=200_000, p=weights)
     losses = np.empty(models.size)
@@ -116,8 +118,12 @@ def test_mixture_r_log_and_means_match_monte_carlo_and_batch_weights():
         losses[pick] = -stats.norm.logpdf(y[i], beta @ X[i, : p + 1], np.sqrt(sigma2))
     got = mixture_losses(sequences, y, log_prior)["r-log"][0, i]
     assert got == pytest.approx(losses.mean(), abs=4 * losses.std() / math.sqrt(losses.size))
-    means = [np.r_[_batch_posterior(y[:i], X[:i, : p + 1], eta, **PRIOR)[1], np.zeros(3 - p)] for p in range(4)]
-    np.testing.assert_allclose(mixture_means(sequences, log_prior)[0, 0], weights @ np.array(means), atol=1e-10)
+    means = [
+        np.r_[_batch_posterior(y[:i], X[:i, : p + 1], eta, **PRIOR)[1], np.zeros(3 - p)] for p in range(4)
+    ]
+    np.testing.assert_allclose(
+        mixture_means(sequences, log_prior)[0, 0], weights @ np.array(means), atol=1e-10
+    )
     assert mean_degree(sequences, log_prior)[0, 0] == pytest.approx(weights @ np.arange(4))
 
 

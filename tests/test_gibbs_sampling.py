@@ -126,7 +126,7 @@ def test_posterior_checks_its_input_before_compiling(cmdstan, monkeypatch):
         raise AssertionError("compiled before checking the input")
 
     monkeypatch.setattr(prog, "model", compile_fails)
-    with pytest.raises(ValueError, match="omega must be finite and >= 0, got -2.0"):
+    with pytest.raises(ValueError, match=r"omega must be finite and >= 0, got -2\.0"):
         sampling.posterior(prog, omega=-2.0)
     with pytest.raises(TypeError, match="omega must be a number, got str"):
         sampling.posterior(prog, omega="1")

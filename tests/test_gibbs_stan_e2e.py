@@ -177,7 +177,7 @@ def test_quantile_regression_matches_a_two_dimensional_grid(cmdstan):
     idata = posterior(program, omega=omega, chains=4, iter_sampling=2000, seed=3)
     beta = idata.posterior["beta"].values.reshape(-1, 2)
     centre, spread = beta.mean(axis=0), beta.std(axis=0)
-    axes = [np.linspace(c - 7 * s, c + 7 * s, 400) for c, s in zip(centre, spread)]
+    axes = [np.linspace(c - 7 * s, c + 7 * s, 400) for c, s in zip(centre, spread, strict=True)]
     b0, b1 = np.meshgrid(*axes, indexing="ij")
     check = loss_function("check", {"tau": tau})
     total = check(y[:, None, None], b0[None] + b1[None] * x[:, None, None]).sum(axis=0)

@@ -240,7 +240,7 @@ def test_a_model_that_rejects_is_an_error_or_minus_infinity(cmdstan, tmp_path):
     with pytest.raises(RuntimeError, match="x is too large: 2"):
         model.log_density(np.array([2.0]))
     points = np.array([[0.0], [2.0], [0.5]])
-    with pytest.raises(ValueError, match="row 1: .*x is too large"):
+    with pytest.raises(ValueError, match=r"row 1: .*x is too large"):
         models.log_density_rows(model, points)
     lp, grad = models.log_density_gradient_rows(model, points, reject_as_neg_inf=True)
     assert lp[1] == -np.inf and np.isnan(grad[1]).all()
@@ -261,7 +261,7 @@ def test_stan_prints_reach_python(cmdstan, tmp_path, capsys):
 def test_a_compile_error_names_the_template_line(cmdstan, tmp_path):
     program = tmp_path / "broken.stan"
     program.write_text("parameters {\n  real x;\n}\nmodel {\n  x ~ normal(0, 1)\n}\n")
-    with pytest.raises(models.CompileError, match="broken.stan, line"):
+    with pytest.raises(models.CompileError, match=r"broken\.stan, line"):
         models.compile_library(program)
 
 

@@ -198,7 +198,7 @@ def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
             assert np.array_equal(getattr(ours, name), getattr(theirs, name)), (part, name)
         for key, values in theirs.record.items():
             assert np.array_equal(ours.record[key], values) and ours.record[key].dtype == values.dtype
-    with pytest.raises(ValueError, match="vi.npz is the state of another run"):
+    with pytest.raises(ValueError, match=r"vi\.npz is the state of another run"):
         run_lcvi_joint(problem, "check", tau=TAU, checkpoint=tmp_path, **options | {"seed": 6})
 
 

@@ -30,7 +30,7 @@ def test_missing_data_names_the_file_and_its_origin(tmp_path, monkeypatch):
         load_lastfm(100, tmp_path)
     monkeypatch.delenv("STANFLOW_DATA_DIR", raising=False)
     with pytest.raises(
-        FileNotFoundError, match="STANFLOW_DATA_DIR is not set.*Last.fm"
+        FileNotFoundError, match=r"STANFLOW_DATA_DIR is not set.*Last\.fm"
     ):
         load_lastfm()
     with pytest.raises(ValueError, match=r"n_artists must be in \[1, 1003\]"):

@@ -215,5 +215,5 @@ def test_a_run_stopped_and_rerun_from_its_checkpoint_is_the_uninterrupted_run(
     calls.clear()  # the finished state: nothing left to do
     again = fit(problem, LOSS, 0.5, recipe=recipe, seed=4, checkpoint=state, checkpoint_every=7)
     assert not calls and np.array_equal(again.h, whole.h)
-    with pytest.raises(ValueError, match="state.npz is the state of another run"):
+    with pytest.raises(ValueError, match=r"state\.npz is the state of another run"):
         fit(problem, LOSS, 0.5, recipe=recipe, seed=5, checkpoint=state)

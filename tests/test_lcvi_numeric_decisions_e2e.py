@@ -193,7 +193,7 @@ def test_the_loop_with_a_loss_file_takes_the_shipped_losss_decisions(cmdstan):
     assert numeric.loss.params == (0.2,)
     assert [s.state.iteration for s in numeric.steps] == [2000, 1500, 2000]
     # plain VI is the same run: its decisions differ by the mixture rule's error
-    for mine, theirs in zip(numeric.steps, shipped.steps):
+    for mine, theirs in zip(numeric.steps, shipped.steps, strict=True):
         assert mine.decisions == pytest.approx(theirs.decisions, abs=LOOP_TOL)
     assert numeric.scale == pytest.approx(shipped.scale, rel=LOOP_TOL)
 

@@ -79,7 +79,7 @@ def test_data_are_checked_by_name(cmdstan):
         LcviProgram(LOGNORMAL, {k: v for k, v in data.items() if k != "x_new"}, y=y_new)
     with pytest.raises(ContractError, match=r"stanflow's variables \['lcvi_h'\]"):
         LcviProgram(LOGNORMAL, data | {"lcvi_h": y_new}, y=y_new)
-    with pytest.raises(ValueError, match="give y .* or n_decisions"):
+    with pytest.raises(ValueError, match=r"give y .* or n_decisions"):
         LcviProgram(LOGNORMAL, data)
 
 
@@ -94,7 +94,7 @@ def test_outcomes_of_the_wrong_size_fail_when_bound(cmdstan, tmp_path):
     twice = GOOD.replace("  target += lcvi_utility(", "  target += lcvi_utility(exp(rep_matrix("
                          "mu_new', lcvi_S) + sigma * lcvi_z), lcvi_h, lcvi);\n  target += "
                          "lcvi_utility(")
-    with pytest.raises(ContractError, match="calls lcvi_utility .* exactly once"):
+    with pytest.raises(ContractError, match=r"calls lcvi_utility .* exactly once"):
         LcviProgram(_write(tmp_path, twice), data, y=y_new).bind(bound_loss("check", tau=TAU))
 
 
@@ -142,7 +142,7 @@ def test_the_outcomes_read_from_stan_are_the_programs(lognormal):
 
 @pytest.mark.e2e
 def test_numerical_bayes_decisions_are_the_predictive_quantiles(lognormal):
-    program, model = lognormal
+    program, _ = lognormal
     base = nuts_baseline(program, "check", tau=TAU, chains=2, draws=2000, seed=3)
     y_rep = base.fit.stan_variable("y_rep")  # (draws, M): the program's own predictive
     quantiles = np.quantile(y_rep, TAU, axis=0)

@@ -128,7 +128,8 @@ def test_mixture_decision_rejects_bad_input():
 def test_utilities_and_their_scale():
     losses = np.arange(1.0, 101.0)
     M = utility_scale(losses, "linear", 90)
-    assert M == pytest.approx(np.percentile(losses, 90))
+    # M is the utility scale (the paper's name), not a constant.
+    assert M == pytest.approx(np.percentile(losses, 90))  # noqa: SIM300
     assert utility_scale(losses, "exp", 90) == pytest.approx(1 / M)
     assert np.allclose(utility_from_losses(losses, "linear", M), M - losses)
     assert np.allclose(utility_from_losses(losses, "exp", 0.5), np.exp(-0.5 * losses))

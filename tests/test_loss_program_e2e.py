@@ -130,7 +130,7 @@ def test_bad_data_and_files_are_named(cmdstan, tmp_path):
         LossProgram(path, {"N": 5})
     with pytest.raises(ContractError, match="data must not set omega"):
         LossProgram(path, {"N": 5, "y": np.arange(5.0), "omega": 1.0})
-    with pytest.raises(ValueError, match="rejects its data.*y"):
+    with pytest.raises(ValueError, match=r"rejects its data.*y"):
         LossProgram(path, {"N": 5, "y": np.arange(4.0)})
     with pytest.raises(ContractError, match="file not found"):
         LossProgram(tmp_path / "missing.stan", {})
@@ -194,7 +194,8 @@ def test_the_path_gives_log_z_and_posteriors_at_every_omega(cmdstan, normal_data
     path = arviz_compat.group(result, "path")
     table = arviz_compat.group(result, "path_functionals")
     assert path.attrs["particle_space"] == "unconstrained"
-    for omega, log_z, se in zip(path["omega"].values, path["log_z"].values, path["log_z_se"].values):
+    levels = zip(path["omega"].values, path["log_z"].values, path["log_z_se"].values, strict=True)
+    for omega, log_z, se in levels:
         expected = normal_closed_form(normal_data, omega, weights)[2]
         assert abs(log_z - expected) <= 4 * se + 0.02, omega
     for omega in (0.1, 0.5, 1.0, 2.0):
@@ -268,7 +269,7 @@ def test_wbb_draws_are_the_weighted_optima(cmdstan, normal_data):
 def test_calibrate_path_on_a_users_program(cmdstan, normal_data):
     cal = arviz_compat.group(calibrate_path(power_normal(normal_data), B=100, n_particles=2000,
                                             seed=10), "calibration")
-    rules = dict(zip(cal["rule"].values.tolist(), cal["rule_omega"].values))
+    rules = dict(zip(cal["rule"].values.tolist(), cal["rule_omega"].values, strict=True))
     assert rules["plugin"] == pytest.approx(SIGMA**2 / np.var(normal_data), rel=1e-6)
     # A correctly specified normal: GPC's root near 1 (the data's sd is 2, sigma 1.5,
     # so the loss is misspecified in scale and omega* = sigma^2 / 4 = 0.5625).

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from test_render import SLOT_EXAMPLES
 
 from stanflow import models, toolchain
 from stanflow.models import (
@@ -28,7 +29,6 @@ from stanflow.workflows import DATA_DIR
 REPO_DIR = Path(__file__).resolve().parent.parent
 PROGRAM_BLOCK = re.compile(r"^\s*(functions|data|parameters|model)\s*\{", re.MULTILINE)
 """A line opening a block of a Stan program; an include fragment has none."""
-from test_render import SLOT_EXAMPLES
 
 pytestmark = pytest.mark.e2e
 

@@ -38,10 +38,10 @@ def test_no_file_is_no_state_and_another_signature_is_named(tmp_path):
     path = tmp_path / "state.npz"
     assert load_state(path, SIGNATURE) is None
     save_state(path, SIGNATURE, OptimiserState(1, [np.zeros(2)], [np.random.default_rng(0)], 0.0))
-    with pytest.raises(ValueError, match="state.npz is the state of another run .differs in seed"):
+    with pytest.raises(ValueError, match=r"state\.npz is the state of another run \(differs in seed"):
         load_state(path, SIGNATURE | {"seed": 4})
     path.write_text("not a state")
-    with pytest.raises(ValueError, match="state.npz is not an optimiser state"):
+    with pytest.raises(ValueError, match=r"state\.npz is not an optimiser state"):
         load_state(path, SIGNATURE)
     with pytest.raises(ValueError, match="MT19937"):
         save_state(path, SIGNATURE, OptimiserState(1, [], [np.random.Generator(np.random.MT19937(0))], 0))

@@ -40,9 +40,14 @@ def test_declarations_are_read_and_values_checked(tmp_path):
     )
     assert check_vector(file, [5, 2, 0.5], "loss_params") == (5.0, 2.0, 0.5)
     assert check_vector(file, {"a": 1, "b": 2, "c": 0}, "loss_params") == (1.0, 2.0, 0.0)
-    with pytest.raises(ValueError, match=r"mine.stanfunctions takes 3 parameter\(s\) \['a', 'b', 'c'\], got 2"):
+    with pytest.raises(
+        ValueError, match=r"mine.stanfunctions takes 3 parameter\(s\) \['a', 'b', 'c'\], got 2"
+    ):
         check_vector(file, [1, 2], "loss_params")
-    with pytest.raises(ValueError, match=r"loss_params\['b'\] of mine.stanfunctions must be finite and in \(0, inf\), got -2"):
+    with pytest.raises(
+        ValueError,
+        match=r"loss_params\['b'\] of mine.stanfunctions must be finite and in \(0, inf\), got -2",
+    ):
         check_vector(file, [1, -2, 0], "loss_params")
     with pytest.raises(ValueError, match=r"missing \['c'\], unknown \['d'\]"):
         check_vector(file, {"a": 1, "b": 2, "d": 0}, "loss_params")
@@ -70,6 +75,8 @@ def test_undeclared_files_are_checked_for_finiteness_only(tmp_path):
 
 def test_a_bad_declaration_names_the_file_and_line(tmp_path):
     file = tmp_path / "bad.stanfunctions"
-    file.write_text("// A loss.\n// params: a in [0, 1]\nreal loss(real y, real f, vector p) {\n  return 0;\n}\n")
+    file.write_text(
+        "// A loss.\n// params: a in [0, 1]\nreal loss(real y, real f, vector p) {\n  return 0;\n}\n"
+    )
     with pytest.raises(ValueError, match=r"bad.stanfunctions, line 2: cannot read the parameter 'a in \[0"):
         declared_parameters(file)

@@ -280,7 +280,7 @@ def test_bad_input_raises_clear_errors():
         decoder.stan_data(np.ones(9))
     with pytest.raises(ValueError, match=r"decoder.b1 must have shape \(6,\)"):
         vae.decoder_model(decoder._replace(b1=np.ones(5)))
-    with pytest.raises(ValueError, match="decoder.W2 must be finite"):
+    with pytest.raises(ValueError, match=r"decoder\.W2 must be finite"):
         vae.decoder_model(decoder._replace(W2=np.full_like(decoder.W2, np.nan)))
     with pytest.raises(ValueError, match=r"z must have shape \(N, 2\)"):
         vae.decoder_log_likelihood(decoder, np.ones(10), np.zeros((3, 4)))

@@ -94,10 +94,10 @@ def test_pima_log_z_matches_the_published_value():
 
 
 def test_missing_data_names_the_file(tmp_path, monkeypatch):
-    with pytest.raises(FileNotFoundError, match="sonar.all-data.*origin"):
+    with pytest.raises(FileNotFoundError, match=r"sonar\.all-data.*origin"):
         load_uci("sonar", tmp_path)
     monkeypatch.delenv("STANFLOW_DATA_DIR", raising=False)
-    with pytest.raises(FileNotFoundError, match="STANFLOW_DATA_DIR is not set.*pima"):
+    with pytest.raises(FileNotFoundError, match=r"STANFLOW_DATA_DIR is not set.*pima"):
         load_uci("pima")
     with pytest.raises(ValueError, match="dataset must be one of"):
         load_uci("iris", tmp_path)

@@ -60,7 +60,9 @@ def test_moment_average_minimises_the_weighted_kl_to_the_endpoints():
     def objective(t):
         return (1 - beta) * kl(BASE, t[0], np.exp(t[1])) + beta * kl(TARGET, t[0], np.exp(t[1]))
 
-    fit = optimize.minimize(objective, x0=[0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-14})
+    fit = optimize.minimize(
+        objective, x0=[0.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-14}
+    )
     mean, var = gaussian_moment_average(*BASE, *TARGET, beta)
     assert fit.x[0] == pytest.approx(mean, abs=1e-6)
     assert np.exp(fit.x[1]) == pytest.approx(var, rel=1e-6)

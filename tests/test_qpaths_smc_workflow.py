@@ -56,5 +56,5 @@ def test_quick_run_and_resume(tmp_path):
 
 def test_missing_data_is_named_before_work(tmp_path, monkeypatch):
     monkeypatch.setenv("STANFLOW_DATA_DIR", str(tmp_path))
-    with pytest.raises(FileNotFoundError, match="pima-indians-diabetes.data"):
+    with pytest.raises(FileNotFoundError, match=r"pima-indians-diabetes\.data"):
         load_workflow().run(tmp_path, True)

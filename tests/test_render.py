@@ -280,12 +280,12 @@ def test_program_path_and_list_programs():
         models.program_path("models/eight_school")
 
 
-KEY_ARGS = dict(
-    name="m",
-    toolchain={"path": "/opt/cmdstan", "version": "2.35.0"},
-    cpp_options={"STAN_THREADS": True},
-    stanc_options={},
-)
+KEY_ARGS = {
+    "name": "m",
+    "toolchain": {"path": "/opt/cmdstan", "version": "2.35.0"},
+    "cpp_options": {"STAN_THREADS": True},
+    "stanc_options": {},
+}
 
 
 def test_cache_key_is_stable():

@@ -139,7 +139,7 @@ def test_dask_executor_checks_that_workers_see_the_files(dask_client, tmp_path):
     assert executor.cores == 2
     with pytest.raises(RuntimeError, match="shared with the workers"):
         executor.start([str(tmp_path), "/no/such/stanflow/folder"])
-    with pytest.raises(TypeError, match="distributed.Client"):
+    with pytest.raises(TypeError, match=r"distributed\.Client"):
         DaskExecutor("tcp://127.0.0.1:8786")
 
 
@@ -223,7 +223,7 @@ def test_kill_then_resume_equals_an_uninterrupted_run(model, tmp_path):
         time.sleep(0.02)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
-    done_before = {i: r for i, r in read_manifest(killed.out_dir).items()}
+    done_before = dict(read_manifest(killed.out_dir))
     assert 0 < len(done_before) < 16, "the kill should land mid-way"
     stamps = {
         i: os.stat(killed.out_dir / "output" / f"run-{i:05d}.csv").st_mtime_ns

@@ -30,15 +30,15 @@ SAMPLER += ["divergent__", "energy__"]
 
 
 def checked(index: int, data: dict | None, seed: int | None = None, **fields):
-    values = dict(method="sample", args={}, inits=None, chains=1, threads=1)
+    values = {"method": "sample", "args": {}, "inits": None, "chains": 1, "threads": 1}
     values.update(fields)
     return CheckedRun(index=index, data=data, seed=seed, **values)
 
 
 def planned(index: int = 12, **fields) -> PlannedRun:
-    values = dict(
-        method="sample", seed=99, chains=1, threads=1, args={}, data=None, inits=None
-    )
+    values = {
+        "method": "sample", "seed": 99, "chains": 1, "threads": 1, "args": {}, "data": None, "inits": None
+    }
     values.update(fields)
     return PlannedRun(index=index, **values)
 

@@ -65,7 +65,11 @@ def test_matching_sizes_pass_and_unknown_sizes_are_left_to_the_model():
 @pytest.mark.parametrize(
     ("data", "field", "phrase"),
     [
-        ({"N": 3, "z": [[1, 2, 3]] * 2}, "data['z']", "has shape (2, 3) but the model declares shape (3, 3) (N = 3)"),
+        (
+            {"N": 3, "z": [[1, 2, 3]] * 2},
+            "data['z']",
+            "has shape (2, 3) but the model declares shape (3, 3) (N = 3)",
+        ),
         ({"N": 2, "z": [[1, 2]] * 2}, "data['z']", "declares shape (2, 3)"),
         ({"K": 2, "S": [[1, 0, 0]] * 3}, "data['S']", "(K = 2, K = 2)"),
         ({"N": 3, "z": []}, "data['z']", "has shape (0,)"),

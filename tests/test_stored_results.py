@@ -74,7 +74,7 @@ def test_lookup_follows_keys_indices_and_dotted_keys():
 def test_template_formats_each_value_at_its_precision():
     assert render_template("{omega:.2f} ({counts.path:d} of {counts.rm})", SUMMARY) == "0.68 (20 of 7)"
     assert render_template("{{literal}} {omega:.1%}", SUMMARY) == "{literal} 68.3%"
-    with pytest.raises(ResultsError, match="None cannot be formatted with '.3f'"):
+    with pytest.raises(ResultsError, match=r"None cannot be formatted with '\.3f'"):
         render_template("{missing:.3f}", SUMMARY)
 
 

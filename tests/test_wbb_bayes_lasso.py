@@ -59,7 +59,9 @@ def _one_mean(a, u, r):
     lo, hi = mode - width, mode + width
     pieces = [(lo, 0.0), (0.0, hi)] if lo < 0 < hi else [(lo, hi)]
     mass = sum(integrate.quad(density, lo, hi, epsabs=0, epsrel=1e-11)[0] for lo, hi in pieces)
-    first = sum(integrate.quad(lambda b: b * density(b), lo, hi, epsabs=0, epsrel=1e-11)[0] for lo, hi in pieces)
+    first = sum(
+        integrate.quad(lambda b: b * density(b), lo, hi, epsabs=0, epsrel=1e-11)[0] for lo, hi in pieces
+    )
     return first / mass
 
 
@@ -69,7 +71,12 @@ def test_closed_form_agrees_with_quadrature():
     lam = 20.0
     a, u, r = _pieces(X, y, lam)
     value = integrate.quad(lambda b: np.exp(-a[()] * b**2 / 2 + u[0] * b - r * abs(b)), -5, 5, points=[0])[0]
-    direct = np.log(value * r / 2) - y @ y / (2 * SIGMA**2) - len(y) * np.log(SIGMA) - len(y) / 2 * np.log(2 * np.pi)
+    direct = (
+        np.log(value * r / 2)
+        - y @ y / (2 * SIGMA**2)
+        - len(y) * np.log(SIGMA)
+        - len(y) / 2 * np.log(2 * np.pi)
+    )
     assert _exact_log_marginal(X, y, lam) == pytest.approx(direct, abs=1e-8)
 
 
@@ -121,9 +128,9 @@ def test_marginal_likelihood_matches_closed_form_and_peaks_where_it_should():
         ({"lams": [1.0, -1.0]}, "lams must be finite and > 0"),
         ({"lams": []}, "lams must be a scalar or a non-empty"),
         ({"sigma": 0.0}, "sigma must be finite and > 0"),
-        ({"n_draws": 0}, "n_draws must be >= 1"),
+        ({"n_draws": 0}, "n_draws must be an int >= 1"),
         ({"warmup": -1}, "warmup must be >= 0"),
-        ({"chains": 0}, "chains must be >= 1"),
+        ({"chains": 0}, "chains must be an int >= 1"),
     ],
 )
 def test_gibbs_inputs_are_checked(kwargs, message):

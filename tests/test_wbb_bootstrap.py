@@ -50,7 +50,8 @@ def test_idata_layout_and_batching_do_not_change_the_draws():
     np.testing.assert_allclose(whole.posterior.beta.values, batched.posterior.beta.values, atol=1e-8)
     np.testing.assert_array_equal(whole.weights.w.values, batched.weights.w.values)
     w = whole.weights.w.values[0, 5]
-    direct = solve_lasso(X, y, 10.0, weights=w, prior_weight=whole.weights.w_prior.values[0, 5], fit_intercept=True)
+    prior_weight = whole.weights.w_prior.values[0, 5]
+    direct = solve_lasso(X, y, 10.0, weights=w, prior_weight=prior_weight, fit_intercept=True)
     np.testing.assert_allclose(whole.posterior.beta.values[0, 5], direct.beta[0], atol=1e-8)
 
 

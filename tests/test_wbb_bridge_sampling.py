@@ -89,7 +89,11 @@ def test_wrong_posterior_draws_are_detected_by_the_estimate():
         (np.full((20, 2), np.nan), lambda b: np.zeros(len(b)), "draws contains NaN"),
         (np.ones((20, 2)), lambda b: np.zeros(len(b)), "singular"),
         (np.random.default_rng(0).normal(size=(20, 2)), lambda b: np.zeros(3), "log_q must return shape"),
-        (np.random.default_rng(0).normal(size=(20, 2)), lambda b: np.full(len(b), np.nan), "log_q returned NaN"),
+        (
+            np.random.default_rng(0).normal(size=(20, 2)),
+            lambda b: np.full(len(b), np.nan),
+            "log_q returned NaN",
+        ),
     ],
 )
 def test_inputs_are_checked(draws, log_q, message):

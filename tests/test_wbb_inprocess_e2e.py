@@ -130,8 +130,12 @@ def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmds
     assert list(ours.posterior.feature.values) == ["a", "b", "c"]
     assert ours.attrs["solver"] == "inprocess_lbfgs"
     for name in ("beta", "intercept"):
-        np.testing.assert_allclose(ours.posterior[name].values[0, both], theirs.posterior[name].values[0, both],
-                                   rtol=RUNS_RTOL, atol=RUNS_ATOL)
+        np.testing.assert_allclose(
+            ours.posterior[name].values[0, both],
+            theirs.posterior[name].values[0, both],
+            rtol=RUNS_RTOL,
+            atol=RUNS_ATOL,
+        )
     w, wp = ours.weights.w.values[0], ours.weights.w_prior.values[0]
     theta = np.column_stack([ours.posterior.intercept.values[0], ours.posterior.beta.values[0]])
     for b in range(5):
@@ -286,7 +290,8 @@ def test_bad_problem_arguments_are_named(kwargs, message):
 def test_a_slot_missing_its_parameters_is_named_before_any_solve(cmdstan, tmp_path):
     X, y = _data()
     with pytest.raises(
-        ValueError, match=r"penalty_params: pseudo_huber.stanfunctions takes 1 parameter\(s\) \['delta'\], got 0"
+        ValueError,
+        match=r"penalty_params: pseudo_huber.stanfunctions takes 1 parameter\(s\) \['delta'\], got 0",
     ):
         WeightedGlm(X, y, 1.0, penalty="pseudo_huber")
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)

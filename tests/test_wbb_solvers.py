@@ -74,7 +74,7 @@ def test_lasso_intercept_warm_starts_path_and_lambda_max():
     lams = np.geomspace(top.min(), top.min() / 100, 8)
     path = lasso_path(X, y, lams, weights=w, prior_weight=wp, fit_intercept=True)
     cold = solve_lasso(X, y, lams[-1], weights=w, prior_weight=wp, fit_intercept=True)
-    for fit, lam in zip(path, lams):
+    for fit, lam in zip(path, lams, strict=True):
         assert fit.converged.all()
         assert kkt_violation(X, y, lam, fit, weights=w, prior_weight=wp).max() < 1e-6 * top.max()
     np.testing.assert_allclose(path[-1].beta, cold.beta, atol=1e-6)
@@ -165,7 +165,9 @@ def test_trend_filter_order_zero_recovers_the_steps():
     # moved by lam (sign(right jump) - sign(left jump)) / length.
     signs = np.r_[0.0, np.sign(np.diff(levels)), 0.0]
     expected = y.reshape(4, length).mean(axis=1) + lam * (signs[1:] - signs[:-1]) / length
-    np.testing.assert_allclose(fit.theta[0].reshape(4, length), np.repeat(expected[:, None], length, 1), atol=1e-5)
+    np.testing.assert_allclose(
+        fit.theta[0].reshape(4, length), np.repeat(expected[:, None], length, 1), atol=1e-5
+    )
     np.testing.assert_allclose(expected, levels, atol=0.5)
 
 

@@ -85,7 +85,7 @@ def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Da
                 for r in range(len(y))
             ]
         )
-        covered.append(np.mean((ends[:, 0] <= MEDIAN) & (MEDIAN <= ends[:, 1])))
+        covered.append(np.mean((ends[:, 0] <= MEDIAN) & (ends[:, 1] >= MEDIAN)))
     return xr.Dataset(
         {
             "omega": (("calibrator", "replicate"), omegas),

@@ -231,7 +231,8 @@ def run(out: Path, quick: bool) -> dict:
             print(
                 f"{loss:<9} n = {n:>3}: fixed point {row['mean_omega']:.3f} +- {row['mean_omega_se']:.3f} "
                 f"(omega* {summary[loss]['omega_star']:.3f}, omega_n {row['omega_n']:.3f}), "
-                f"coverage of GPC's intervals {row['coverage_at_fixed_point']:.3f} +- {row['coverage_se']:.3f}"
+                "coverage of GPC's intervals "
+                f"{row['coverage_at_fixed_point']:.3f} +- {row['coverage_se']:.3f}"
             )
     return summary
 
@@ -261,7 +262,12 @@ def _loss_summary(group: xr.Dataset, loss: str, oracle: dict[int, tuple[float, f
             "coverage_at_fixed_point": float(covered.mean()),
             "coverage_se": float(math.sqrt(max(covered.mean() * (1 - covered.mean()), 1e-12) / R)),
         }
-    return {"truth": location, "omega_star": omega_star, "replications": int(group.sizes["replicate"]), **by_n}
+    return {
+        "truth": location,
+        "omega_star": omega_star,
+        "replications": int(group.sizes["replicate"]),
+        **by_n,
+    }
 
 
 def _figure(groups: dict[str, xr.Dataset], summaries: dict[str, dict]) -> plt.Figure:

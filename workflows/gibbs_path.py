@@ -106,7 +106,7 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
         sums = grid.loss_sums(theta, y, absolute)
         cdf_errors, tolerances, log_z_errors, log_z_z = [], [], [], []
         omegas, ess = path["omega"].values[1:], path["ess"].values[1:]
-        for omega, level_ess in zip(omegas, ess):
+        for omega, level_ess in zip(omegas, ess, strict=True):
             exact = grid.posterior(theta, sums, float(omega))
             read = reweight(path, float(omega))
             cdf_errors.append(float(np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact)))))
@@ -129,7 +129,7 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
             "wall_robbins_monro": wall_rm,
             "schedule_points": float(len(omegas)),
             "max_cdf_error": max(cdf_errors),
-            "max_cdf_error_over_dkw": max(e / t for e, t in zip(cdf_errors, tolerances)),
+            "max_cdf_error_over_dkw": max(e / t for e, t in zip(cdf_errors, tolerances, strict=True)),
             "max_log_z_error": max(log_z_errors),
             "max_log_z_z": max(log_z_z),
         })
@@ -151,7 +151,9 @@ def quantreg_data(rng: np.random.Generator) -> tuple[TemplateProgram, np.ndarray
     return linear_program(y, X, **QUANTREG), glm_minimiser(y, X, loss_function("check", {"tau": 0.5}))
 
 
-def quantreg_example(rng: np.random.Generator, replications: int, fixed_steps: int) -> tuple[xr.Dataset, Results]:
+def quantreg_example(
+    rng: np.random.Generator, replications: int, fixed_steps: int
+) -> tuple[xr.Dataset, Results]:
     """GPC on the path against Stan Robbins-Monro GPC (reweight design) and its fixed point."""
     rows, first = [], None
     for r in range(replications):
@@ -214,9 +216,11 @@ def nuts_check(idata: Results, program: TemplateProgram, omegas: list[float], dr
                 value = weighted_quantile(x, read.weights, np.array([p]))[0]
                 # The quantile's se: the CDF's se over the density (a kernel estimate).
                 h = 0.9 * x.std() * read.ess ** -0.2
-                density = read.weights @ (np.exp(-0.5 * ((x - value) / h) ** 2) / (h * math.sqrt(2 * math.pi)))
+                kernel = np.exp(-0.5 * ((x - value) / h) ** 2) / (h * math.sqrt(2 * math.pi))
+                density = read.weights @ kernel
                 se_q = math.sqrt(p * (1 - p) / read.ess) / density
-                mcse = float(arviz_compat.mcse(fit, var_names=["beta"], method="quantile", prob=p)["beta"].isel(coef=k))
+                mcse_all = arviz_compat.mcse(fit, var_names=["beta"], method="quantile", prob=p)
+                mcse = float(mcse_all["beta"].isel(coef=k))
                 z_quantile.append((value - float(nuts.quantile(p))) / math.hypot(se_q, mcse))
         rows[f"{omega:g}"] = {"z_mean": z_mean, "z_quantile": z_quantile, "path_ess": read.ess}
     worst_mean = max(abs(z) for row in rows.values() for z in row["z_mean"])
@@ -315,7 +319,8 @@ def run(out: Path, quick: bool) -> dict:
         "seed": SEED,
     }
     for name, row in (*details.items(), ("quantreg", quantile_regression)):
-        print(f"{name}: path {row['omega_gpc_path']:.4f}  Robbins-Monro {row['omega_gpc_robbins_monro']:.4f}  "
+        print(f"{name}: path {row['omega_gpc_path']:.4f}  "
+              f"Robbins-Monro {row['omega_gpc_robbins_monro']:.4f}  "
               f"fixed point {row['omega_gpc_fixed_point']:.4f}  plug-in {row['omega_plugin']:.4f}  "
               f"wall path {row['wall_seconds_path']:.3f} s, RM {row['wall_seconds_robbins_monro']:.3f} s")
     print(f"max CDF error {summary['max_cdf_error_vs_grid']:.4f}, max log Z error "

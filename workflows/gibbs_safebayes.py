@@ -123,7 +123,9 @@ def replicate(rng: np.random.Generator, easy_fraction: float, sizes: tuple[int, 
             "risk": np.column_stack(
                 [risks[rows, index[:, 0]], risks[rows, index[:, 1]], risks[:, bayes], risks.min(1)]
             ),
-            "degree": np.column_stack([degree[rows, index[:, 0]], degree[rows, index[:, 1]], degree[:, bayes]]),
+            "degree": np.column_stack(
+                [degree[rows, index[:, 0]], degree[rows, index[:, 1]], degree[:, bayes]]
+            ),
         }
     return out
 
@@ -132,7 +134,10 @@ def experiment(rng: np.random.Generator, easy_fraction: float, replications: int
     """Replications stacked: eta (prior, replicate, n, variant), risk (.., fit), degree (.., fit)."""
     runs = [replicate(rng, easy_fraction, sizes) for _ in range(replications)]
     priors = list(degree_priors())
-    stack = {key: np.array([[run[p][key] for run in runs] for p in priors]) for key in ("eta", "risk", "degree")}
+    stack = {
+        key: np.array([[run[p][key] for run in runs] for p in priors])
+        for key in ("eta", "risk", "degree")
+    }
     return xr.Dataset(
         {
             "eta": (("prior", "replicate", "n", "variant"), stack["eta"]),
@@ -179,9 +184,11 @@ def run(out: Path, quick: bool) -> dict:
     for n in sizes:
         row = summary["wrong_model"]["uniform"][f"n{n}"]
         print(
-            f"n = {n:>3}: eta R-log {row['eta_median']['r-log']:.3f}, I-log {row['eta_median']['i-log']:.3f}; "
+            f"n = {n:>3}: eta R-log {row['eta_median']['r-log']:.3f}, "
+            f"I-log {row['eta_median']['i-log']:.3f}; "
             f"risk Bayes {row['risk']['bayes']:.4f}, R-log {row['risk']['r-log']:.4f}, "
-            f"I-log {row['risk']['i-log']:.4f}, oracle {row['risk']['oracle']:.4f} (floor {row['risk_floor']:.4f})"
+            f"I-log {row['risk']['i-log']:.4f}, oracle {row['risk']['oracle']:.4f} "
+            f"(floor {row['risk_floor']:.4f})"
         )
     return summary
 
@@ -224,7 +231,8 @@ def _figure(summary: dict, sizes: tuple[int, ...]) -> plt.Figure:
     n = np.array(sizes, dtype=float)
     labels = {"bayes": "Bayes (eta = 1)", "r-log": "R-log SafeBayes", "i-log": "I-log SafeBayes",
               "oracle": "best eta in hindsight"}
-    for axis, model, title in ((axes[0], "wrong_model", "wrong model"), (axes[3], "correct_model", "correct model")):
+    panels = ((axes[0], "wrong_model", "wrong model"), (axes[3], "correct_model", "correct model"))
+    for axis, model, title in panels:
         rows = [summary[model]["uniform"][f"n{s}"] for s in sizes]
         for fit, marker in (("bayes", "o"), ("r-log", "s"), ("i-log", "^"), ("oracle", "x")):
             axis.errorbar(n, [r["risk"][fit] for r in rows], yerr=[2 * r["risk_se"][fit] for r in rows],

@@ -50,7 +50,8 @@ done, and a rerun into the same folder continues where it stopped; Last.fm's
 Adam runs also save their state every 1000 steps, so a rerun continues inside
 them. Seeds run in parallel, one per core, Last.fm's first; after a failure or
 Ctrl-C no new piece starts (the running ones finish and are kept). Writes
-``risks.png`` (LCVI and VI risk per method and seed, with the reference) and ``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
+``risks.png`` (LCVI and VI risk per method and seed, with the reference) and
+``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
 ``methods`` (method -> ``risk_vi``, ``risk_lcvi``, ``reduction_pct``,
 ``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``, ``mu_mean``: each
 ``mean``, ``sd``, ``per_seed``; ``seeds_reduced``), ``paired`` (differences
@@ -447,8 +448,9 @@ def summarise(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]
     """Per method: each quantity's mean, sd and per-seed values; differences per seed."""
     summary: dict[str, Any] = {"methods": {}, "paired": {}}
     for method in methods:
-        keys = ("risk_vi", "risk_lcvi", "reduction_pct", "seconds") + tuple(
-            key for key in extra if key in runs[0][method]
+        keys = (
+            "risk_vi", "risk_lcvi", "reduction_pct", "seconds",
+            *(key for key in extra if key in runs[0][method]),
         )
         summary["methods"][method] = {
             key: seed_spread([run[method][key] for run in runs]) for key in keys

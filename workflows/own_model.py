@@ -227,9 +227,8 @@ def write_programs(folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
     for name, code in PROGRAMS.items():
-        if name == "power_normal":
-            code = POWER_NORMAL_FUNCTIONS + code
-        paths[name] = write_text(folder / f"{name}.stan", code)
+        source = POWER_NORMAL_FUNCTIONS + code if name == "power_normal" else code
+        paths[name] = write_text(folder / f"{name}.stan", source)
     return paths
 
 

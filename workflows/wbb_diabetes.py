@@ -105,7 +105,9 @@ def diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
     return X, data.target - data.target.mean(), list(data.feature_names)
 
 
-def cv_alpha(X: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = SEED) -> tuple[float, np.ndarray, np.ndarray]:
+def cv_alpha(
+    X: np.ndarray, y: np.ndarray, folds: int = FOLDS, seed: int = SEED
+) -> tuple[float, np.ndarray, np.ndarray]:
     """The per-observation lasso level minimising the K-fold CV squared error.
 
     Returns
@@ -233,7 +235,8 @@ def claims(shapes: dict[str, dict[str, dict]]) -> dict:
         "sd_fixed_below_random": sum(r < 1 for r in ratio),
         "median_sd_ratio_fixed_to_random": float(np.median(ratio)),
         "sd_wbb_below_bridge": {
-            m: sum(e[m]["sd"] < e["bridge"]["sd"] for e in shapes.values()) for m in ("wbb_fixed", "wbb_random")
+            m: sum(e[m]["sd"] < e["bridge"]["sd"] for e in shapes.values())
+            for m in ("wbb_fixed", "wbb_random")
         },
         "multimodal": {m: sum(s["n_modes"] > 1 for s in per[m]) for m in methods},
         "max_modes": {m: max(s["n_modes"] for s in per[m]) for m in methods},
@@ -258,7 +261,10 @@ def marginal_likelihood_lambda(X: np.ndarray, y: np.ndarray, quick: bool) -> dic
     best = int(np.argmax(fit.log_marginal))
     near = grid[fit.log_marginal >= fit.log_marginal[best] - 1]
     return {
-        "rule": f"grid maximum of log p(y | lam) over {grid.size} log-spaced levels, lam_max / 1000 to lam_max",
+        "rule": (
+            f"grid maximum of log p(y | lam) over {grid.size} log-spaced levels, "
+            "lam_max / 1000 to lam_max"
+        ),
         "sigma": sigma,
         "lam_max": top,
         "lam_ml": float(grid[best]),
@@ -330,7 +336,9 @@ def _figure(out: Path, names: list[str], draws: dict, bridge_beta: np.ndarray) -
     save_figure(figure, out / "wbb_diabetes_marginals.png")
 
 
-def _lambda_figure(out: Path, marginal: dict, lam_cv: float, cv_lams: np.ndarray, cv_error: np.ndarray) -> None:
+def _lambda_figure(
+    out: Path, marginal: dict, lam_cv: float, cv_lams: np.ndarray, cv_error: np.ndarray
+) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     left.plot(marginal["lams"], marginal["log_marginal"], "o-", ms=3)
     left.set_ylabel("log p(y | lam), bridge sampling")
@@ -339,7 +347,8 @@ def _lambda_figure(out: Path, marginal: dict, lam_cv: float, cv_lams: np.ndarray
     for ax in (left, right):
         ax.set_xscale("log")
         ax.set_xlabel("lam")
-        ax.axvline(marginal["lam_ml"], color="C1", ls="--", label=f"marginal likelihood: {marginal['lam_ml']:.0f}")
+        ml_label = f"marginal likelihood: {marginal['lam_ml']:.0f}"
+        ax.axvline(marginal["lam_ml"], color="C1", ls="--", label=ml_label)
         ax.axvline(lam_cv, color="C2", ls=":", label=f"CV: {lam_cv:.0f}")
         ax.legend(fontsize=8)
     figure.suptitle("Diabetes: the lasso penalty by the marginal likelihood and by cross-validation")

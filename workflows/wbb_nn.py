@@ -149,7 +149,8 @@ def describe(accuracy: np.ndarray) -> dict:
     """Mean, median, sd, skewness and 95% interval of accuracies."""
     a = np.asarray(accuracy, dtype=float)
     low, high = np.quantile(a, [0.025, 0.975])
-    return {"mean": float(a.mean()), "median": float(np.median(a)), "sd": float(a.std(ddof=1)) if a.size > 1 else 0.0,
+    return {"mean": float(a.mean()), "median": float(np.median(a)),
+            "sd": float(a.std(ddof=1)) if a.size > 1 else 0.0,
             "skewness": float(skew(a)) if a.size > 2 else 0.0, "q025": float(low), "q975": float(high),
             "min": float(a.min()), "max": float(a.max())}
 
@@ -288,8 +289,12 @@ def _run(out: Path, quick: bool) -> dict:
                 "what": f"draws 0..{len(longer) - 1} again (same weights and starts), {long_at[-1]} epochs",
                 "n_draws": len(longer), "epochs": list(long_at),
                 "accuracy_mean_by_epoch": np.mean([d["accuracy_by_epoch"] for d in longer], axis=0).tolist(),
-                "accuracy_sd_by_epoch": np.std([d["accuracy_by_epoch"] for d in longer], axis=0, ddof=1).tolist(),
-                "same_draws_at_budget_mean": float(np.mean([d["accuracy"] for d in published[:len(longer)]])),
+                "accuracy_sd_by_epoch": np.std(
+                    [d["accuracy_by_epoch"] for d in longer], axis=0, ddof=1
+                ).tolist(),
+                "same_draws_at_budget_mean": float(
+                    np.mean([d["accuracy"] for d in published[:len(longer)]])
+                ),
                 "median_rel_decrease_last_epoch": float(np.median([d["rel_decrease"] for d in longer])),
                 "median_grad_norm": float(np.median([d["grad_norm"] for d in longer])),
             },
@@ -297,7 +302,8 @@ def _run(out: Path, quick: bool) -> dict:
         "stanflow_variant": {
             "what": "lam = 1e-4 n on the summed loss (l2 1e-4 on the mean loss); warm starts; L-BFGS",
             "data": f"{source}, stratified split {vn} train / {vyte.size} test",
-            "n_train": vn, "n_test": int(vyte.size), "hidden": list(var["hidden"]), "lam_sum_scale": lam_variant,
+            "n_train": vn, "n_test": int(vyte.size), "hidden": list(var["hidden"]),
+            "lam_sum_scale": lam_variant,
             "lam_ratio_to_published": lam_variant / pub["lam"],
             "optimiser": f"full-batch L-BFGS, ftol {FTOL}, at most {var['draw_iter']} iterations per draw",
             "n_draws_requested": var["B"], "n_draws": int(var_acc.size),

@@ -139,7 +139,8 @@ def run(out: Path, quick: bool) -> dict:
     _figure(out, x, f, y, fit, theta.mean(axis=0), low, high, se)
     return {
         "seed": SEED,
-        "function": "sum_k a_k sin(2 pi k x) + b_k cos(2 pi k x), a = (6, -3, 2, 0, 1.5), b = (2, 3, -1.5, 1, 0)",
+        "function": "sum_k a_k sin(2 pi k x) + b_k cos(2 pi k x), "
+                    "a = (6, -3, 2, 0, 1.5), b = (2, 3, -1.5, 1, 0)",
         "function_source": "none recorded: introduced with the workflow (commit ef9a15c) without a citation; "
                            "not a Donoho-Johnstone test function; not checked against the paper",
         "n": N,

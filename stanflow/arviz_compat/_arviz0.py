@@ -28,7 +28,8 @@ Results = az.InferenceData
 
 
 def build(groups: Mapping[str, xr.Dataset], attrs: Mapping[str, Any]) -> Results:
-    return az.InferenceData(attrs=dict(attrs), **groups)
+    # The stubs type **kwargs as if a group could be the warn_on_custom_groups flag.
+    return az.InferenceData(attrs=dict(attrs), **groups)  # type: ignore[arg-type]
 
 
 def group_names(results: Results) -> list[str]:
@@ -74,7 +75,7 @@ def from_cmdstanpy(fit: Any, **options: Any) -> dict[str, xr.Dataset]:
 
 def dict_to_dataset(
     data: Mapping[str, np.ndarray],
-    coords: Mapping[str, Sequence[Any]] | None,
+    coords: Mapping[str, Sequence[Any] | np.ndarray] | None,
     dims: Mapping[str, Sequence[str]] | None,
     attrs: Mapping[str, Any] | None,
 ) -> xr.Dataset:

@@ -57,7 +57,7 @@ def from_cmdstanpy(fit: Any, **options: Any) -> dict[str, xr.Dataset]:
 
 def dict_to_dataset(
     data: Mapping[str, np.ndarray],
-    coords: Mapping[str, Sequence[Any]] | None,
+    coords: Mapping[str, Sequence[Any] | np.ndarray] | None,
     dims: Mapping[str, Sequence[str]] | None,
     attrs: Mapping[str, Any] | None,
 ) -> xr.Dataset:

@@ -18,6 +18,7 @@ LINE = int(ARVIZ_VERSION.split(".", 1)[0])
 if LINE == 0:
     from stanflow.arviz_compat import _arviz0 as backend
 else:
-    from stanflow.arviz_compat import _arviz1 as backend
+    # The other line's module, with the same functions: mypy sees one line at a time.
+    from stanflow.arviz_compat import _arviz1 as backend  # type: ignore[no-redef]
 
 __all__ = ["ARVIZ_VERSION", "LINE", "backend"]

@@ -141,7 +141,7 @@ def from_cmdstanpy(fit: Any, **options: Any) -> dict[str, xr.Dataset]:
 def dict_to_dataset(
     data: Mapping[str, np.ndarray],
     *,
-    coords: Mapping[str, Sequence[Any]] | None = None,
+    coords: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
     dims: Mapping[str, Sequence[str]] | None = None,
     attrs: Mapping[str, Any] | None = None,
 ) -> xr.Dataset:

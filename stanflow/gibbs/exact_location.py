@@ -98,9 +98,9 @@ def absolute_segments(
     batch = np.broadcast_shapes(y.shape[:-1], x.shape)
     y = np.broadcast_to(y, batch + y.shape[-1:])
     c = np.broadcast_to(c, batch + c.shape[-1:])
-    ends = np.broadcast_to(np.array([lower, upper]), batch + (2,))
+    ends = np.broadcast_to(np.array([lower, upper]), (*batch, 2))
     knots = np.concatenate([np.clip(y, lower, upper), ends, np.broadcast_to(x, batch)[..., None]], -1)
-    mass = np.concatenate([c, np.zeros(batch + (3,))], -1)
+    mass = np.concatenate([c, np.zeros((*batch, 3))], -1)
     is_x = np.zeros(knots.shape, dtype=bool)
     is_x[..., -1] = True
     order = np.argsort(knots, axis=-1, kind="stable")

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -292,7 +292,8 @@ def calibrate_gpc(
 
     cleanup: Callable[[], None] | None = None
     if isinstance(backend, GridBackend):
-        evaluate = grid_evaluator(program, indices, float(found.theta[0]), alpha, backend.points)
+        location = cast(TemplateProgram, program)  # checked by _check_grid_program
+        evaluate = grid_evaluator(location, indices, float(found.theta[0]), alpha, backend.points)
     else:
         evaluate, cleanup = stan_evaluator(program, found, indices, alpha, backend, seed)
 
@@ -330,7 +331,7 @@ def calibrate_gpc(
             "method": "gpc",
             "reference": "Syring and Martin (2019), Biometrika 106(2) 479-486",
             "backend": "stan" if stan else "grid",
-            "design": backend.design if stan else "exact grid",
+            "design": backend.design if isinstance(backend, StanBackend) else "exact grid",
             "B": B,
             "alpha": alpha,
             "eps": eps,

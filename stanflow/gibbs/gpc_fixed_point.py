@@ -65,7 +65,8 @@ class FixedPoints(NamedTuple):
     omega: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    count: np.ndarray
+    # The field's name shadows tuple.count on purpose: it is the count this records.
+    count: np.ndarray  # type: ignore[assignment]
 
 
 def plateau_end(
@@ -178,7 +179,10 @@ def bootstrap_count(
     y, estimate = _data(y, estimate)
     counts = np.asarray(counts, dtype=float)
     if counts.ndim != 3 or counts.shape[0] != y.shape[0] or counts.shape[2] != y.shape[1]:
-        raise ValueError(f"counts must have shape (R, B, n) = ({y.shape[0]}, B, {y.shape[1]}), got {counts.shape}")
+        raise ValueError(
+            f"counts must have shape (R, B, n) = ({y.shape[0]}, B, {y.shape[1]}), "
+            f"got {counts.shape}"
+        )
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
     if loss == "absolute":
@@ -287,5 +291,8 @@ def _data(y: Any, estimate: Any) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"y must be a finite (R, n) array, got shape {y.shape}")
     estimate = np.asarray(estimate, dtype=float)
     if estimate.shape != (y.shape[0],) or not np.all(np.isfinite(estimate)):
-        raise ValueError(f"estimate must be {y.shape[0]} finite values, one per data set, got shape {estimate.shape}")
+        raise ValueError(
+            f"estimate must be {y.shape[0]} finite values, one per data set, "
+            f"got shape {estimate.shape}"
+        )
     return y, estimate

@@ -134,11 +134,12 @@ class StanGibbs:
         self.program, self.estimate, self.backend, self.seed = program, estimate, backend, seed
         self.model = program.model("stanflow")
         self.own = backend.out_dir is None
-        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if self.own else Path(backend.out_dir)
+        out_dir = backend.out_dir
+        self.root = Path(tempfile.mkdtemp(prefix="gpc-")) if out_dir is None else Path(out_dir)
         self.point = estimate.theta[0] if len(program.names) == 1 else estimate.theta
         self.init = program.inits(estimate.theta)
 
-    def run(self, specs: list[RunSpec], name: str, seed: int) -> np.ndarray:
+    def run(self, specs: list[RunSpec], name: str, seed: int) -> tuple[np.ndarray, float]:
         """Run ``specs`` as the run set ``out_dir/name``; every run must succeed.
 
         Returns
@@ -156,7 +157,7 @@ class StanGibbs:
         idata = runset.to_inference_data()
         posterior = arviz_compat.group(idata, "posterior").stack(sample=("chain", "draw"))
         draws = self.program.draws(posterior, ("run", "sample"))
-        return draws, float(idata.run_stats["total_time"].sum())
+        return draws, float(arviz_compat.group(idata, "run_stats")["total_time"].sum())
 
     def sample_resamples(
         self, counts: np.ndarray, omega: float, name: str
@@ -289,7 +290,7 @@ def reweight_evaluator(stan: StanGibbs, counts: np.ndarray, alpha: float) -> Eva
             w = weights(omega)
             ess = reweighting.kish_ess(w)
         if scalar:
-            inside = reweighting.interval_coverage(proposal["draws"], w, stan.point, alpha)
+            inside = reweighting.interval_coverage(proposal["draws"], w, float(stan.point), alpha)
         else:
             inside = reweighting.ellipsoid_coverage(proposal["draws"], w, stan.point, alpha)
         poor = np.flatnonzero(ess < backend.min_ess)

@@ -191,7 +191,7 @@ def posterior(
     if np.all(log_prior == -np.inf) or np.any(log_prior == np.inf):
         raise ValueError("log_prior must be finite somewhere and never +inf")
     log_prior = log_prior - _log_integral(log_prior, weights)
-    scaled = -omega.reshape(omega.shape + (1,)) * sums.reshape(
+    scaled = -omega.reshape((*omega.shape, 1)) * sums.reshape(
         sums.shape[:-1] + (1,) * omega.ndim + theta.shape
     )
     log_unnormalised = scaled + log_prior
@@ -219,7 +219,7 @@ def cdf(post: GridPosterior) -> np.ndarray:
     values = density(post)
     pieces = 0.5 * (values[..., 1:] + values[..., :-1]) * np.diff(post.theta)
     return np.concatenate(
-        [np.zeros(values.shape[:-1] + (1,)), np.cumsum(pieces, axis=-1)], axis=-1
+        [np.zeros((*values.shape[:-1], 1)), np.cumsum(pieces, axis=-1)], axis=-1
     )
 
 

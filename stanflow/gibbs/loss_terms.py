@@ -101,7 +101,7 @@ def stan_terms(
     y, f = np.broadcast_arrays(np.asarray(y, float), np.asarray(f, float))
     terms = [
         _one_data_set(PointwiseLoss(loss_file, y_r, params), y_r, f_r)
-        for y_r, f_r in zip(y.reshape(-1, y.shape[-1]), f.reshape(-1, f.shape[-1]))
+        for y_r, f_r in zip(y.reshape(-1, y.shape[-1]), f.reshape(-1, f.shape[-1]), strict=True)
     ]
     return LossTerms(
         *(np.stack([getattr(t, k) for t in terms]).reshape(y.shape)
@@ -123,9 +123,9 @@ def stan_location_risk(
     models = [PointwiseLoss(loss_file, y_r, params) for y_r in flat]
 
     def values(_y: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        theta = np.broadcast_to(theta, y.shape[:-1] + (1,)).reshape(-1)
+        theta = np.broadcast_to(theta, (*y.shape[:-1], 1)).reshape(-1)
         return np.stack(
-            [m.values(np.full(flat.shape[1], t)) for m, t in zip(models, theta)]
+            [m.values(np.full(flat.shape[1], t)) for m, t in zip(models, theta, strict=True)]
         ).reshape(y.shape)
 
     return values

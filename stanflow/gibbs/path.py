@@ -310,7 +310,7 @@ class LearningRatePath:
         ``omega_max``, the sampler's settings and the program
         (:meth:`PathTarget.describe`).
         """
-        if not self.levels:
+        if not self.levels or self.end is None:
             raise ValueError("the path is empty: call extend(omega_max) first")
         target = self.target
         levels = self.levels

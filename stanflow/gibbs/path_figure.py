@@ -88,10 +88,13 @@ def plot_path(
     ax_z.plot(steps, np.interp(steps, omega, log_z), "o", color="tab:blue", markersize=3,
               label="schedule points")
     if "calibration" in arviz_compat.group_names(idata):
-        for rule, value in zip(idata.calibration["rule"].values, idata.calibration["rule_omega"].values):
+        calibration = arviz_compat.group(idata, "calibration")
+        rules = zip(calibration["rule"].values, calibration["rule_omega"].values, strict=True)
+        for rule, value in rules:
             color, style = RULE_STYLES.get(str(rule), ("gray", "-"))
             for a in (ax, ax_z):
-                a.axvline(value, color=color, linestyle=style, label=f"{rule} {value:.3f}" if a is ax else None)
+                label = f"{rule} {value:.3f}" if a is ax else None
+                a.axvline(value, color=color, linestyle=style, label=label)
     for a in (ax, ax_z):
         a.set_xscale("log")
         a.set_xlabel("omega")

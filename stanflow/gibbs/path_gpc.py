@@ -90,7 +90,8 @@ class Evaluation(NamedTuple):
     """
 
     omega: float
-    count: int
+    # The field's name shadows tuple.count on purpose: it is the count this records.
+    count: int  # type: ignore[assignment]
     count_variance: float
     ess_min: float
     ess_median: float
@@ -238,6 +239,7 @@ class PathCoverage:
         reference = self.proposal_scale * omega
         if self.path.end is None or reference > self.path.end:
             self.path.extend(reference)
+        assert self.path.end is not None  # extend set it
         k = proposal_step(self.path.omegas, omega, reference)
         level = self.path.levels[k]
         g = log_level_density(level.loss, level.omega, self.path.end, self.path.q)

@@ -94,20 +94,22 @@ class NutsMoves:
             raise ValueError(f"q: NUTS moves on the Gibbs template need q = 1, got {q}")
         if self.step_size is None:
             self.step_size = float(self.target.dim ** -0.25)
+        step_size = self.step_size
         omega = beta * self.omega_max
         root = Path(tempfile.mkdtemp(prefix="path-moves-", dir=self.work_dir))
         try:
-            moved, accept, seconds = self._run(rng, particles.z, omega, n_moves, root)
+            moved, accept, seconds = self._run(rng, particles.z, omega, n_moves, step_size, root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         self.history.append(
-            {"omega": omega, "step_size": self.step_size, "accept": accept, "seconds": seconds}
+            {"omega": omega, "step_size": step_size, "accept": accept, "seconds": seconds}
         )
-        self.step_size = adapted_step_size(self.step_size, accept, self.target_accept)
+        self.step_size = adapted_step_size(step_size, accept, self.target_accept)
         return evaluate(moved, log_pi0, log_pi1), accept
 
     def _run(
-        self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int, root: Path
+        self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int,
+        step_size: float, root: Path,
     ) -> tuple[np.ndarray, float, float]:
         target = self.target
         program = target.program
@@ -117,7 +119,7 @@ class NutsMoves:
             [program.inits(point) for point in target.theta(z)],
             target.names,
             inv_metric=np.var(target.unconstrained(z), axis=0),
-            step_size=self.step_size,
+            step_size=step_size,
             n_moves=n_moves,
             max_depth=self.max_depth,
             root=root,

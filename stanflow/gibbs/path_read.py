@@ -190,26 +190,26 @@ def functionals(
         ``log_z``, ``log_z_se``.
     """
     omegas = np.asarray(omegas, dtype=float)
-    probs = np.asarray(probs, dtype=float)
+    levels = np.asarray(probs, dtype=float)
     if omegas.ndim != 1 or omegas.size == 0:
         raise ValueError(f"omegas must be a non-empty 1-D array, got shape {omegas.shape}")
-    if probs.ndim != 1 or not np.all((probs > 0) & (probs < 1)):
-        raise ValueError(f"probs must be levels in (0, 1), got {probs.tolist()}")
+    if levels.ndim != 1 or not np.all((levels > 0) & (levels < 1)):
+        raise ValueError(f"probs must be levels in (0, 1), got {levels.tolist()}")
     K = path.sizes["param"]
     shape = (len(omegas), K)
     mean, mean_se = np.empty(shape), np.empty(shape)
-    quantile, lower, upper = (np.empty((len(omegas), len(probs), K)) for _ in range(3))
+    quantile, lower, upper = (np.empty((len(omegas), len(levels), K)) for _ in range(3))
     scalars = np.empty((len(omegas), 4))
     for j, omega in enumerate(omegas):
         r = reweight(path, float(omega))
-        se_p = 2 * np.sqrt(probs * (1 - probs) / r.ess)
+        se_p = 2 * np.sqrt(levels * (1 - levels) / r.ess)
         for p in range(K):
             x = r.theta[:, p]
             mean[j, p] = r.weights @ x
             mean_se[j, p] = math.sqrt(np.sum(r.weights**2 * (x - mean[j, p]) ** 2))
-            quantile[j, :, p] = weighted_quantile(x, r.weights, probs)
-            lower[j, :, p] = weighted_quantile(x, r.weights, probs - se_p)
-            upper[j, :, p] = weighted_quantile(x, r.weights, probs + se_p)
+            quantile[j, :, p] = weighted_quantile(x, r.weights, levels)
+            lower[j, :, p] = weighted_quantile(x, r.weights, levels - se_p)
+            upper[j, :, p] = weighted_quantile(x, r.weights, levels + se_p)
         scalars[j] = (r.ess, r.step, r.log_z, r.log_z_se)
     return xr.Dataset(
         {
@@ -223,7 +223,7 @@ def functionals(
             "log_z": ("omega", scalars[:, 2]),
             "log_z_se": ("omega", scalars[:, 3]),
         },
-        coords={"omega": omegas, "prob": probs, "param": path["param"].values},
+        coords={"omega": omegas, "prob": levels, "param": path["param"].values},
         attrs={
             "reading": "particles of the last schedule point at or below omega, "
             "weights exp(-omega L_n - g_k) normalised",

@@ -350,7 +350,9 @@ def replicate_location_plugin(
         coords={"param": ["theta"], "param2": ["theta"]},
         attrs={"method": "plugin", "formula": "tr(H J^-1 H) / tr(H)", "template": "location",
                "loss": loss.name,
-               "loss_params": json.dumps(dict(zip([p.name for p in loss.params], params))),
+               "loss_params": json.dumps(
+                   dict(zip([p.name for p in loss.params], params, strict=True))
+               ),
                "derivatives": "numpy",
                "curvature": "kernel (silverman)" if bandwidth is None else "kernel (given)",
                "bandwidth_rule": BANDWIDTH_RULE if bandwidth is None else "given"},

@@ -20,7 +20,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -119,7 +119,7 @@ def prior_parameters(
     """
     if is_slot_file(prior):
         return check_vector(slot_file(prior, "priors", "prior"), params, "prior_params")
-    return get_prior(prior).bind(params)
+    return get_prior(cast("str | Prior", prior)).bind(params)
 
 
 def prior_slot_file(prior: str | os.PathLike | Prior) -> Path:
@@ -129,7 +129,7 @@ def prior_slot_file(prior: str | os.PathLike | Prior) -> Path:
     """
     if is_slot_file(prior):
         return slot_file(prior, "priors", "prior")
-    return get_prior(prior).stan_file
+    return get_prior(cast("str | Prior", prior)).stan_file
 
 
 def log_prior_on_grid(

@@ -36,6 +36,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 import bridgestan
@@ -385,7 +386,8 @@ class LossProgram:
             shape = tuple(max(k[d] for k, _ in entries) + 1 for d in range(len(entries[0][0])))
             array = np.zeros(lead + shape)
             for key, column in entries:
-                array[(Ellipsis, *key)] = values[..., column]
+                where: tuple[EllipsisType | int, ...] = (Ellipsis, *key)
+                array[where] = values[..., column]
             out[base] = array
         return out
 
@@ -528,10 +530,10 @@ class LossProgram:
                     "observation"
                 )
             rng = self.library.new_rng(0)
-            values = self.library.param_constrain(
+            values = np.asarray(self.library.param_constrain(
                 np.concatenate([u, [1.0], np.ones(self.n)]), include_tp=True,
                 include_gq=True, rng=rng,
-            )[columns]
+            ))[columns]
             gap = np.abs(sign * values - losses)
             if not np.all(gap <= 1e-8 * (1 + np.abs(losses))):
                 i = int(np.argmax(gap))

@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import xarray as xr
@@ -180,7 +180,7 @@ class TemplateProgram(LossProgram):
         self.upper = np.broadcast_to(np.asarray(data["upper_bound"], float), (K,)).copy()
         self.exact_prior = _box_prior(prior, self.prior_params, self.lower, self.upper)
         if not is_slot_file(loss):
-            _check_numpy_loss(get_loss(loss), tuple(self.loss_params), self.y)
+            _check_numpy_loss(get_loss(cast("str | Loss", loss)), tuple(self.loss_params), self.y)
         loss_file = loss_slot_file(loss)
         prior_file = prior_slot_file(prior)
         try:
@@ -209,7 +209,7 @@ class TemplateProgram(LossProgram):
         f = self.design @ np.asarray(estimate, float)
         if is_slot_file(self.loss):
             return stan_terms(slot_file(self.loss, "", "loss"), self.loss_params, self.y, f)
-        return python_terms(self.y, f, self.loss, tuple(self.loss_params))
+        return python_terms(self.y, f, cast("str | Loss", self.loss), tuple(self.loss_params))
 
     def location_risk(self, y: np.ndarray) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         """``(y, theta) -> losses`` for the golden-section search of a location, any ``y`` stack."""
@@ -221,8 +221,8 @@ class TemplateProgram(LossProgram):
         """The loss's name (or file) and its parameters as JSON, for results' attributes."""
         if is_slot_file(self.loss):
             return self.loss_label, json.dumps(self.loss_params.tolist())
-        names = [p.name for p in get_loss(self.loss).params]
-        return self.loss_label, json.dumps(dict(zip(names, self.loss_params.tolist())))
+        names = [p.name for p in get_loss(cast("str | Loss", self.loss)).params]
+        return self.loss_label, json.dumps(dict(zip(names, self.loss_params.tolist(), strict=True)))
 
     def result_data(
         self, data: Mapping[str, Any]
@@ -313,8 +313,8 @@ class TemplateProgram(LossProgram):
     def _params_for_functions(self) -> Any:
         if is_slot_file(self.loss):
             return self.loss_params.tolist()
-        names = [p.name for p in get_loss(self.loss).params]
-        return dict(zip(names, self.loss_params.tolist()))
+        names = [p.name for p in get_loss(cast("str | Loss", self.loss)).params]
+        return dict(zip(names, self.loss_params.tolist(), strict=True))
 
 
 def location_program(

@@ -37,7 +37,7 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import bridgestan
 import numpy as np
@@ -262,23 +262,26 @@ def optimise(
     # (a third for the uniform base samples, of a program that uses them)
     rngs = rng.spawn(3)
     state = None
+    saved_signature: dict[str, Any] = {}
     if checkpoint is not None:
         if signature is None:
             raise ValueError("signature: a checkpoint needs the signature of the model and its data")
         check_every(checkpoint_every)
-        signature = dict(signature) | {
+        saved_signature = dict(signature) | {
             "start": digest({"mu": mu, "h": h, "eps_theta": eps_theta}),
             "rngs": [r.bit_generator.state for r in rngs],
             "n_outcomes": S, "iterations": int(iterations), "lr": float(lr),
             "grad_samples": int(grad_samples), "outcomes": outcomes, "average": float(average),
             "record_every": int(record_every),
         }
-        state = load_state(checkpoint, signature)
+        state = load_state(checkpoint, saved_signature)
     if state is None:
         state = _first_state(mu, h, S, outcomes, grad_samples, rngs)
     points = np.empty((grad_samples, parts["lcvi"].stop))
     points[:, parts["lcvi"]] = joint.settings
-    fixed_u_seed = int(np.random.default_rng(rngs[2].bit_generator.seed_seq).integers(2**31))
+    # Generators spawned from a Generator carry a SeedSequence.
+    uniform_seed_seq = cast(np.random.SeedSequence, rngs[2].bit_generator.seed_seq)
+    fixed_u_seed = int(np.random.default_rng(uniform_seed_seq).integers(2**31))
     points[:, parts["u"]] = uniform_base_samples(
         S, N, fixed_u_seed, used=model.uses_uniform).ravel(order="F")
     mu, omega, h, *moments = state.arrays[:9]
@@ -310,7 +313,7 @@ def optimise(
             adam_update(p, g, m, v, step, lr, betas=ADAM_BETAS, eps=ADAM_EPS, ascent=True)
         if step > iterations - n_average:
             for total, p in zip(sums, params, strict=True):
-                total += p
+                np.add(total, p, out=total)
         if step % record_every == 0 or step == iterations:
             seconds += time.perf_counter() - started
             if step == iterations and n_average:
@@ -324,7 +327,7 @@ def optimise(
             started = time.perf_counter()
         if checkpoint is not None and (step % checkpoint_every == 0 or step == iterations):
             arrays = [mu, omega, h, *moments, *sums, points[:, parts["z"]], decisions]
-            save_state(checkpoint, signature, OptimiserState(
+            save_state(checkpoint, saved_signature, OptimiserState(
                 step, arrays + [np.asarray(record[k]) for k in RECORD],
                 [rng_theta, rng_outcomes, rng_uniform], seconds + time.perf_counter() - started))
     return JointFit(
@@ -342,7 +345,7 @@ def optimise(
 def _first_state(mu: np.ndarray, h: np.ndarray, S: int, outcomes: str, grad_samples: int,
                  rngs: list[np.random.Generator]) -> OptimiserState:
     """Log standard deviations 0, Adam's moments 0, the streams; fixed outcome samples drawn."""
-    rng_theta, rng_outcomes, _ = rngs
+    _rng_theta, rng_outcomes, _ = rngs
     N = h.size
     eps_y = np.zeros((grad_samples, S * N))
     if outcomes == "fixed":  # the loop's kind: stratified, antithetic; column-major
@@ -477,7 +480,7 @@ def run_lcvi_joint(
     mu0 = rng.uniform(-2, 2, D)
     eps_theta = rng.standard_normal((n_draws, D))
     h0 = Predictive(model, mu0 + eps_theta).bayes_decisions()
-    common = {
+    common: dict[str, Any] = {
         "n_outcomes": n_outcomes,
         "iterations": iter,
         "lr": lr,
@@ -506,6 +509,7 @@ def run_lcvi_joint(
             **states("vi", 0.0, 1.0)
         )
     if scale is None:
+        assert vi is not None  # parts="lcvi" needs the scale (checked above)
         y_rep = Predictive(model, vi.draws(eps_theta)).one_outcome(rng)
         scale = utility_scale(loss.value(y_rep, vi.decisions), kind, percentile)
     if parts != "vi":
@@ -555,6 +559,8 @@ def joint_to_idata(program: LcviProgram, joint: JointLoop) -> Results:
     parts = {name: fit for name, fit in (("vi", joint.vi), ("lcvi", joint.lcvi)) if fit}
     model = program.bind(joint.loss)
     last = parts.get("lcvi", parts.get("vi"))
+    if last is None:
+        raise ValueError("joint: neither part ran (vi and lcvi are None)")
     draws = model.constrain(last.draws(joint.eps_theta))
     posterior = xr.Dataset(
         {name: (("chain", "draw", *[f"{name}_dim_{i}" for i in range(v.ndim - 1)]), v[None])

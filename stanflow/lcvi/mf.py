@@ -1,4 +1,5 @@
-"""Probabilistic matrix factorisation of the Last.fm counts for LCVI (``stan/lcvi/matrix_factorisation.stan``).
+"""Probabilistic matrix factorisation of the Last.fm counts for LCVI
+(``stan/lcvi/matrix_factorisation.stan``).
 
 ``Y = log(1 + C)`` for the listening counts ``C`` of 992 users (rows) and the
 first ``n_artists`` artists (columns) of ``$STANFLOW_DATA_DIR/lastfm/

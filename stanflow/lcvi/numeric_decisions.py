@@ -65,6 +65,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from pathlib import Path
+from typing import cast
 
 import bridgestan
 import numpy as np
@@ -179,7 +180,7 @@ class ExpectedLoss:
                 )
             except RuntimeError as err:
                 raise _stan_error(err, self.loss_file, self.loss_params) from None
-            out[block] = -gradient  # the target is -sum_n E(h_n)
+            out[block] = -np.asarray(gradient)  # the target is -sum_n E(h_n)
         return out
 
 
@@ -386,7 +387,7 @@ def resolve_loss(
         return bound_loss(loss, **params)
     if is_slot_file(loss):
         return stan_loss(loss, params)
-    family = get_loss(loss)
+    family = get_loss(cast("str | Loss", loss))
     if family.decision is None or family.mixture is None:
         return stan_loss(family.stan_file, family.bind(params), name=family.name)
     return family.with_params(params)

@@ -52,30 +52,32 @@ class Predictive:
 
     def __init__(self, model: LcviModel, theta: np.ndarray) -> None:
         self.model, self.theta = model, np.asarray(theta, dtype=float)
-        self.loc = self.sd = None
+        # (loc, sd) of normal outcomes (a program of the normal form), else None
+        self.normal: tuple[np.ndarray, np.ndarray] | None = None
         if model.form == "normal":
-            self.loc, sd = model.normal_parts(self.theta)
+            loc, sd = model.normal_parts(self.theta)
             # a known noise: one sd per outcome, and the noise integrates out exactly
-            self.sd = sd[0] if np.all(sd == sd[0]) else sd
+            self.normal = (loc, sd[0] if np.all(sd == sd[0]) else sd)
 
     @property
     def exact_noise(self) -> bool:
         """Whether the outcomes are normal with the same sd at every draw."""
-        return self.sd is not None and self.sd.ndim == 1
+        return self.normal is not None and self.normal[1].ndim == 1
 
     def bayes_decisions(self) -> np.ndarray:
         """The Bayes decisions of the predictive under the model's loss, shape (N,)."""
         loss = self.model.loss
-        if self.exact_noise:
-            return loss.mixture_decision(self.loc, self.sd)
+        if self.normal is not None and self.exact_noise:
+            return loss.mixture_decision(*self.normal)
         return loss.bayes_decision(self.node_outcomes().reshape(-1, self.model.program.n))
 
     def node_outcomes(self) -> np.ndarray:
         """Outcomes (T, NODES, N) of :data:`NODES` stratified base samples per draw."""
         T, N = self.theta.shape[0], self.model.program.n
         z = noise_nodes(T, NODES)[:, :, None]
-        if self.loc is not None:
-            return self.loc[:, None, :] + np.atleast_2d(self.sd)[:, None, :] * z
+        if self.normal is not None:
+            loc, sd = self.normal
+            return loc[:, None, :] + np.atleast_2d(sd)[:, None, :] * z
         rng = np.random.default_rng(T)  # the pairing with the uniforms: fixed per T
         strata = (np.arange(NODES) + 0.5) / NODES
         u = np.stack([rng.permutation(strata) for _ in range(T)])[:, :, None]
@@ -83,25 +85,27 @@ class Predictive:
 
     def outcomes(self, z: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Outcomes (T, S, N) from base samples ``z``, ``u`` (S, N) shared by all draws."""
-        if self.loc is not None:
+        if self.normal is not None:
+            loc, sd = self.normal
             if self.exact_noise:
-                return normal_outcomes(self.loc, self.sd, z)
-            return self.loc[:, None, :] + self.sd[:, None, :] * z[None]
+                return normal_outcomes(loc, sd, z)
+            return loc[:, None, :] + sd[:, None, :] * z[None]
         return self._chunks(z[None], u[None])
 
     def utility(self, h: np.ndarray, z: np.ndarray, u: np.ndarray, kind: str, scale: float,
                 estimator: str) -> np.ndarray:
         """The utility term per draw (T,) at decisions ``h``, outcomes from ``z``, ``u``."""
         loss = self.model.loss
-        if self.exact_noise:
-            return utility_at_locations(self.loc, self.sd, z, h, loss, kind, scale, estimator)
+        if self.normal is not None and self.exact_noise:
+            return utility_at_locations(*self.normal, z, h, loss, kind, scale, estimator)
         return utility_per_theta(self.outcomes(z, u), h, loss, kind, scale, estimator)
 
     def one_outcome(self, rng: np.random.Generator) -> np.ndarray:
         """One outcome per draw and decision (T, N), its base samples drawn from ``rng``."""
         T, N = self.theta.shape[0], self.model.program.n
-        if self.loc is not None:
-            return self.loc + self.sd * rng.standard_normal(self.loc.shape)
+        if self.normal is not None:
+            loc, sd = self.normal
+            return loc + sd * rng.standard_normal(loc.shape)
         z = rng.standard_normal((T, 1, N))
         u = rng.uniform(size=(T, 1, N))
         return self._chunks(z, u)[:, 0, :]

@@ -405,7 +405,8 @@ def _by_name(names: list[str], values: np.ndarray) -> dict[str, np.ndarray]:
         shape = tuple(max(k[d] for k, _ in entries) + 1 for d in range(len(entries[0][0])))
         array = np.empty((values.shape[0], *shape))
         for key, j in entries:
-            array[(slice(None), *key)] = values[:, j]
+            where: tuple[slice | int, ...] = (slice(None), *key)
+            array[where] = values[:, j]
         out[base] = array
     return out
 

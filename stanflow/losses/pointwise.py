@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import bridgestan
 import numpy as np
+from numpy.typing import ArrayLike
 
 from stanflow.models import load, log_density_rows, program_path
 
@@ -40,7 +41,7 @@ class PointwiseLoss:
         vector loss_params)``.
     y : array_like, shape (n,)
         Observations; finite.
-    loss_params : sequence of float, default ()
+    loss_params : array_like of float, default ()
         The loss's parameter vector, in the file's order.
 
     Attributes
@@ -50,7 +51,7 @@ class PointwiseLoss:
     """
 
     def __init__(
-        self, loss_file: PathLike, y: np.ndarray, loss_params: Sequence[float] = ()
+        self, loss_file: PathLike, y: np.ndarray, loss_params: ArrayLike = ()
     ) -> None:
         y = np.asarray(y, dtype=float)
         if y.ndim != 1 or y.size == 0 or not np.isfinite(y).all():
@@ -79,12 +80,12 @@ class PointwiseLoss:
     def values(self, f: np.ndarray) -> np.ndarray:
         """``loss(y_i, f_i)`` for every observation, shape (n,)."""
         f = self._check_f(f)
-        out = self.model.param_constrain(f, include_tp=True)
+        out = np.asarray(self.model.param_constrain(f, include_tp=True))
         return out[f.size :]
 
     def derivatives(self, f: np.ndarray) -> np.ndarray:
         """``d loss(y_i, f_i) / d f_i`` for every observation, shape (n,)."""
-        return -self.model.log_density_gradient(self._check_f(f), propto=False)[1]
+        return -np.asarray(self.model.log_density_gradient(self._check_f(f), propto=False)[1])
 
     def second_derivatives(self, f: np.ndarray) -> np.ndarray:
         """``d^2 loss(y_i, f_i) / d f_i^2``, by central differences of Stan's gradients.

@@ -44,10 +44,10 @@ through :func:`loss_slot_file` (its signature checked by stanc first).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -59,7 +59,7 @@ from stanflow.signatures import LOSS, check_signature
 from stanflow.slots import is_slot_file, slot_file
 
 LossFunction = Callable[..., np.ndarray]
-Params = Mapping[str, Any] | Sequence[float] | None
+Params = Mapping[str, Any] | Iterable[float] | None
 """A loss's parameters as every method takes them: by name, or in declared order."""
 
 RENAMED = {"tilted": "check (parameter tau instead of q)", "pinball": "check"}
@@ -410,7 +410,7 @@ def loss_parameters(loss: str | os.PathLike | Loss, params: Params = None) -> tu
     """
     if is_slot_file(loss):
         return check_vector(slot_file(loss, "losses", "loss"), params, "loss_params")
-    return get_loss(loss).bind(params)
+    return get_loss(cast("str | Loss", loss)).bind(params)
 
 
 def loss_function(
@@ -445,7 +445,7 @@ def loss_function(
     if is_slot_file(loss):
         values = loss_parameters(loss, params)
         return file_loss_function(loss_slot_file(loss), values)
-    return get_loss(loss).with_params(params).value
+    return get_loss(cast("str | Loss", loss)).with_params(params).value
 
 
 def loss_slot_file(loss: str | os.PathLike | Loss) -> Path:
@@ -464,7 +464,7 @@ def loss_slot_file(loss: str | os.PathLike | Loss) -> Path:
         the file and the signature.
     """
     if not is_slot_file(loss):
-        return get_loss(loss).stan_file
+        return get_loss(cast("str | Loss", loss)).stan_file
     path = slot_file(loss, "losses", "loss")
     check_signature(path, LOSS)
     return path

@@ -247,6 +247,7 @@ def unconstrain_rows(model: bridgestan.StanModel, theta: np.ndarray) -> np.ndarr
 def _rowwise(model: bridgestan.StanModel, name: str, points: np.ndarray, out: np.ndarray,
              constrain: bool) -> None:
     address = ctypes.cast(getattr(model.stanlib, name), ctypes.c_void_p).value
+    assert address is not None  # a function the library exports
     if constrain:
         function = ctypes.CFUNCTYPE(
             ctypes.c_int, ctypes.c_void_p, ctypes.c_bool, ctypes.c_bool, ctypes.c_void_p,

@@ -161,10 +161,10 @@ class _Renderer:
         for slot, target in (slots or {}).items():
             if not isinstance(slot, str) or not slot:
                 raise TemplateError(f"slots: keys must be include names, got {slot!r}")
-            target = Path(target).resolve()
-            if not target.is_file():
-                raise TemplateError(f"slots[{slot!r}]: file not found: {target}")
-            self.slots[slot] = target
+            path = Path(target).resolve()
+            if not path.is_file():
+                raise TemplateError(f"slots[{slot!r}]: file not found: {path}")
+            self.slots[slot] = path
         self.used: set[str] = set()
         self.seen: set[str] = set()
 

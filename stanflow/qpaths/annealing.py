@@ -116,7 +116,8 @@ def smc(
     records = []
     for _ in range(n_runs):
         particles = initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
-        beta, steps = 0.0, []
+        beta = 0.0
+        steps: list[tuple[float, float, float, float]] = []
         while beta < 1.0:
             if len(steps) >= max_steps:
                 raise RuntimeError(f"smc: beta = {beta} after max_steps = {max_steps}")

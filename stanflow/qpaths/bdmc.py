@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import numpy as np
@@ -286,7 +287,8 @@ def ais_hmc(
     if not np.isfinite(point.log_density).all():
         raise ValueError("z0: some chains start where the density is zero or undefined")
     log_w = np.zeros(z.shape[0])
-    eps = None if callable(step_size) else float(step_size)
+    # The fixed (or adapted) step size; unused when step_size is a function of beta.
+    eps = 0.0 if callable(step_size) else float(step_size)
     acceptance, used = [], []
     for i, (beta, new) in enumerate(itertools.pairwise(betas)):
         log_w = log_w + log_incremental_weight(
@@ -298,9 +300,7 @@ def ais_hmc(
         size = float(step_size(new)) if callable(step_size) else eps
         if not (np.isfinite(size) and size > 0):
             raise ValueError(f"step_size({new}) must be positive, got {size}")
-        point, accepted = hmc_move(
-            rng, point, lambda zz, b=new: model_point(zz, b), size, n_leapfrog
-        )
+        point, accepted = hmc_move(rng, point, partial(model_point, beta=new), size, n_leapfrog)
         rate = float(accepted.mean())
         acceptance.append(rate)
         used.append(size)
@@ -409,7 +409,7 @@ def forward_ais(
     q: ArrayLike = 1.0,
     step_size: float | Callable[[float], float] = 0.1,
     n_leapfrog: int = 10,
-    seed: int | None = None,
+    seed: int | np.random.Generator | None = None,
 ) -> Bounds:
     """Forward AIS from the prior: stochastic lower bounds on ``log p(x)`` per data point.
 
@@ -439,7 +439,7 @@ def reverse_ais(
     q: ArrayLike = 1.0,
     step_size: float | Callable[[float], float] = 0.1,
     n_leapfrog: int = 10,
-    seed: int | None = None,
+    seed: int | np.random.Generator | None = None,
 ) -> Bounds:
     """Reverse AIS from exact posterior draws: stochastic upper bounds on ``log p(x)``.
 

@@ -105,10 +105,7 @@ def resample(rng: np.random.Generator, log_w: np.ndarray, method: str) -> np.nda
     w = np.exp(log_w - np.max(log_w))
     cdf = np.cumsum(w / w.sum())
     cdf[-1] = 1.0
-    if method == "systematic":
-        u = (rng.uniform() + np.arange(n)) / n
-    else:
-        u = rng.uniform(size=n)
+    u = (rng.uniform() + np.arange(n)) / n if method == "systematic" else rng.uniform(size=n)
     return np.searchsorted(cdf, u, side="right")
 
 

@@ -222,8 +222,11 @@ def dlog_qpath_dbeta(
 
 
 def _log_power_mean(
-    log_pi0: np.ndarray, log_pi1: np.ndarray, beta: np.ndarray, q: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    log_pi0: np.ndarray,
+    log_pi1: np.ndarray,
+    beta: np.ndarray | np.floating,
+    q: np.ndarray | np.floating,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray | np.floating]:
     """Pieces of ``log pi_{beta,q} = ref + g / s`` for ``s = 1 - q != 0``.
 
     Returns ``(ref, a, base_is_ref, g, s)``: ``ref`` is the log density with the
@@ -251,8 +254,8 @@ def _check_log_densities(
     log_pi0: ArrayLike, log_pi1: ArrayLike
 ) -> tuple[np.ndarray, np.ndarray]:
     out = []
-    for name, value in (("log_pi0", log_pi0), ("log_pi1", log_pi1)):
-        value = np.asarray(value, dtype=float)
+    for name, given in (("log_pi0", log_pi0), ("log_pi1", log_pi1)):
+        value = np.asarray(given, dtype=float)
         bad = np.isnan(value) | np.isposinf(value)
         if bad.any():
             first = np.argwhere(bad)[0]

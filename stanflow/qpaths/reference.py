@@ -13,9 +13,12 @@ proposals, so their agreement is a check.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy import stats
 
+from stanflow import arviz_compat
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.kernels import (
     LogDensity,
@@ -117,7 +120,7 @@ def reference_log_z(
     seed: int,
     n_draws: int,
     moves: MoveKernel = rwm_moves,
-    **smc_options: object,
+    **smc_options: Any,
 ) -> dict:
     """Geometric adaptive SMC, then t importance sampling on each run's particles.
 
@@ -147,7 +150,8 @@ def reference_log_z(
         if name in smc_options:
             raise ValueError(f"{name}: the reference run is geometric and adaptive")
     final = FinalParticles(moves)
-    group = smc(log_pi0, sample_pi0, log_pi1, seed=seed, moves=final, **smc_options).smc
+    results = smc(log_pi0, sample_pi0, log_pi1, seed=seed, moves=final, **smc_options)
+    group = arviz_compat.group(results, "smc")
     rng = np.random.default_rng(seed)
     importance = [t_importance_log_z(log_pi1, z, rng, n_draws) for z in final.runs]
     values = np.array([r["log_z"] for r in importance])

@@ -122,20 +122,21 @@ class StanMoves:
             )
         if self.step_size is None:
             self.step_size = float(z.shape[1] ** -0.25)
+        step_size = self.step_size
         root = Path(tempfile.mkdtemp(prefix="stan-moves-", dir=self.work_dir))
         try:
-            moved, accept, seconds = self._run(rng, z, beta, q, n_moves, root)
+            moved, accept, seconds = self._run(rng, z, beta, q, n_moves, step_size, root)
         finally:
             shutil.rmtree(root, ignore_errors=True)
         self.history.append(
             {
                 "beta": beta,
-                "step_size": self.step_size,
+                "step_size": step_size,
                 "accept": accept,
                 "seconds": seconds,
             }
         )
-        self.step_size = adapted_step_size(self.step_size, accept, self.target_accept)
+        self.step_size = adapted_step_size(step_size, accept, self.target_accept)
         return evaluate(moved, log_pi0, log_pi1), accept
 
     def _run(
@@ -145,6 +146,7 @@ class StanMoves:
         beta: float,
         q: float,
         n_moves: int,
+        step_size: float,
         root: Path,
     ) -> tuple[np.ndarray, float, float]:
         return nuts_transitions(
@@ -153,7 +155,7 @@ class StanMoves:
             [{"z": particle.tolist()} for particle in z],
             [f"z[{k + 1}]" for k in range(z.shape[1])],
             inv_metric=np.var(z, axis=0),
-            step_size=self.step_size,
+            step_size=step_size,
             n_moves=n_moves,
             max_depth=self.max_depth,
             root=root,

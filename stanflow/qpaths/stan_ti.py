@@ -95,7 +95,7 @@ def thermodynamic_integration_stan(
         for beta in betas
     ]
     own = out_dir is None
-    folder = Path(tempfile.mkdtemp(prefix="ti-")) if own else Path(out_dir)
+    folder = Path(tempfile.mkdtemp(prefix="ti-")) if out_dir is None else Path(out_dir)
     try:
         runset = RunSet(model, specs, out_dir=folder, root_seed=seed)
         failed = [r.index for r in runset.run(executor, progress=progress) if not r.ok]
@@ -108,14 +108,15 @@ def thermodynamic_integration_stan(
     finally:
         if own:
             shutil.rmtree(folder, ignore_errors=True)
-    integrand = idata.posterior["ti_integrand"]
+    integrand = arviz_compat.group(idata, "posterior")["ti_integrand"]
     if not np.all(np.isfinite(integrand.values)):
         raise ValueError("the TI integrand is not finite at some draws: check the slots")
     means = integrand.mean(("chain", "draw")).values
     per_beta = [integrand.isel(run=k).transpose("chain", "draw").values for k in range(len(betas))]
     mcse = np.array([arviz_compat.mcse(values) for values in per_beta])
     ess = np.array([arviz_compat.ess(values) for values in per_beta])
-    divergences = idata.sample_stats["diverging"].sum(("chain", "draw")).values
+    diverging = arviz_compat.group(idata, "sample_stats")["diverging"]
+    divergences = diverging.sum(("chain", "draw")).values
     return ti_result(
         betas, means, mcse,
         {"ess": ("step", ess), "divergences": ("step", divergences.astype(int))},

@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -71,7 +71,7 @@ def _nonnegative_real() -> _Value:
     return _Value("real", ">= 0", lambda v: v >= 0)
 
 
-def _bfgs() -> dict[str, _Value]:
+def _bfgs() -> dict[str, _Value | _Group | _Choice]:
     return {
         "init_alpha": _positive_real(),
         "tol_obj": _nonnegative_real(),
@@ -425,7 +425,7 @@ def is_int(value: Any) -> bool:
     )
 
 
-def is_real(value: Any) -> bool:
+def is_real(value: Any) -> TypeGuard[int | float | np.integer | np.floating]:
     """A Python or numpy real number, not a bool."""
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
         value, (bool, np.bool_)

@@ -122,6 +122,7 @@ def _run_batch_process(
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
+    assert process.stdout is not None  # stdout=PIPE
     try:
         return _follow_batch(process, chunk, jobs, tell, stop)
     finally:
@@ -140,8 +141,10 @@ def _follow_batch(
     stop: threading.Event | None,
 ) -> Sequence[Job]:
     """Read a batch process's report lines until it ends, times out or is stopped."""
+    assert process.stdout is not None  # stdout=PIPE
     fd = process.stdout.fileno()
-    position, pending, other = 0, b"", []
+    position, pending = 0, b""
+    other: list[bytes] = []
     started = time.monotonic()
     while position < len(jobs):
         if _stopped(stop):

@@ -121,9 +121,11 @@ def make_plan(
     inputs.mkdir(parents=True, exist_ok=True)
     planned = []
     for run in runs:
-        inits = run.inits
-        if isinstance(inits, Mapping):
-            inits = _write_input(inputs, "inits", inits)
+        inits = (
+            _write_input(inputs, "inits", run.inits)
+            if isinstance(run.inits, Mapping)
+            else run.inits
+        )
         planned.append(
             PlannedRun(
                 index=run.index,

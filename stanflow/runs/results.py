@@ -152,10 +152,11 @@ def collect(
         If no run has results, or a run's columns or shape differ from the
         first run with results (naming that run).
     """
-    first = next((i for i, files in enumerate(runs) if files is not None), None)
-    if first is None:
+    found = next(((i, files) for i, files in enumerate(runs) if files is not None), None)
+    if found is None:
         raise ValueError("no run has results yet")
-    template = read_run(runs[first], method)
+    first, first_files = found
+    template = read_run(first_files, method)
     layout = columns_to_dataset(
         template.names,
         np.arange(len(template.names))[None, None, :],
@@ -164,10 +165,10 @@ def collect(
     )
     chains, draws = template.values.shape[:2]
     arrays = {
-        var: np.full((chains, draws, len(runs), *layout[var].shape[2:]), np.nan)
+        str(var): np.full((chains, draws, len(runs), *layout[var].shape[2:]), np.nan)
         for var in layout.data_vars
     }
-    columns = {var: layout[var].values[0, 0].astype(int) for var in layout.data_vars}
+    columns = {str(var): layout[var].values[0, 0].astype(int) for var in layout.data_vars}
     total_time = np.full((len(runs), chains), np.nan)
     for index, files in enumerate(runs):
         if files is None:

@@ -9,6 +9,8 @@ they finish, or how many workers run them.
 
 from __future__ import annotations
 
+from typing import cast
+
 import numpy as np
 
 MAX_SEED = 2**32 - 1
@@ -17,7 +19,8 @@ MAX_SEED = 2**32 - 1
 
 def new_root_seed() -> int:
     """Return fresh entropy to use as a root seed (recorded so a resume reuses it)."""
-    return int(np.random.SeedSequence().entropy)
+    # A SeedSequence given no entropy draws an int from the OS.
+    return int(cast(int, np.random.SeedSequence().entropy))
 
 
 def run_seed(root_seed: int, index: int) -> int:

@@ -81,11 +81,11 @@ def check_shapes(data: Mapping[str, Any], shapes: Mapping[str, tuple[Size, ...]]
             if any(size == 0 or size is None for size in expected):
                 continue
         elif len(actual) == len(expected) and all(
-            size is None or size == length for size, length in zip(expected, actual)
+            size is None or size == length for size, length in zip(expected, actual, strict=True)
         ):
             continue
         described = ", ".join(
-            f"{size} = {value}" for size, value in zip(declared, expected)
+            f"{size} = {value}" for size, value in zip(declared, expected, strict=True)
             if isinstance(size, str) and value is not None
         )
         wanted = tuple("?" if size is None else size for size in expected)
@@ -155,7 +155,7 @@ def _declaration(statement: str) -> tuple[str, tuple[Size, ...]] | None:
         return None
     if kind in _SCALAR_TYPES:
         shape = []
-    elif kind in _VECTOR_TYPES and len(inner) == 1 or kind in _MATRIX_TYPES and len(inner) == 2:
+    elif (kind in _VECTOR_TYPES and len(inner) == 1) or (kind in _MATRIX_TYPES and len(inner) == 2):
         shape = inner
     elif kind in _SQUARE_TYPES and len(inner) == 1:
         shape = inner * 2

@@ -54,7 +54,7 @@ def obtain_wheel(download_dir: Path) -> Path:
         f"httpstan=={layout.HTTPSTAN_VERSION}", "-d", str(download_dir),
     ]
     result = subprocess.run(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
     )
     path = download_dir / layout.HTTPSTAN_WHEEL_NAME
     if result.returncode != 0 or not path.is_file():

@@ -46,11 +46,12 @@ def check_weights(
     non-negative (strictly positive when ``positive``).
     """
     w = np.ones((1, n)) if weights is None else np.asarray(weights, dtype=float)
+    given_shape = w.shape
     if w.ndim == 1:
         w = w[None, :]
     if w.ndim != 2 or w.shape[1] != n:
         raise ValueError(
-            f"weights must have shape (n,) or (B, n) with n = {n}, got {np.shape(weights)}"
+            f"weights must have shape (n,) or (B, n) with n = {n}, got {given_shape}"
         )
     if not np.all(np.isfinite(w)) or np.any(w < 0) or (positive and np.any(w <= 0)):
         bound = "> 0" if positive else ">= 0"

@@ -29,6 +29,7 @@ density :func:`lasso_log_density` (latent scales integrated out).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -189,7 +190,8 @@ def lasso_log_marginal(
     errors = np.empty_like(estimates)
     for i, lam in enumerate(lams):
         for c in range(draws.shape[1]):
-            fit = bridge_sampling(lambda b, lam=lam: _log_density(b, X, y, lam, sigma), draws[i, c], seed=rng)
+            log_q = partial(_log_density, X=X, y=y, lam=lam, sigma=sigma)
+            fit = bridge_sampling(log_q, draws[i, c], seed=rng)
             if not fit.converged:
                 raise RuntimeError(f"bridge sampling did not converge at lam = {lam}, chain {c}")
             estimates[i, c], errors[i, c] = fit.log_marginal, fit.relative_error

@@ -97,7 +97,7 @@ def wbb(
     root_seed: int,
     prior: str = "random",
     batch_size: int | None = None,
-    coords: Mapping[str, Sequence[Any]] | None = None,
+    coords: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
     dims: Mapping[str, Sequence[str]] | None = None,
     on_failure: str = "warn",
     attrs: Mapping[str, Any] | None = None,
@@ -215,7 +215,8 @@ def wbb_lasso(
             X, y, lam, weights=w, prior_weight=wp, fit_intercept=fit_intercept,
             beta0=start.beta, tol=tol, max_sweeps=max_sweeps,
         )
-        return Draws(_linear(fit.beta, fit.intercept, fit_intercept), fit.converged, {"n_sweeps": fit.n_sweeps})
+        params = _linear(fit.beta, fit.intercept, fit_intercept)
+        return Draws(params, fit.converged, {"n_sweeps": fit.n_sweeps})
 
     return _linear_wbb(solve, X, B, root_seed, prior, feature_names, batch_size, on_failure,
                        {"solver": "lasso", "lam": float(lam), "tol": tol})

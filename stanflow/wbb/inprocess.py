@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import bridgestan
 import numpy as np
@@ -393,8 +394,10 @@ def wbb_glm_inprocess(
     check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     names = _feature_names(feature_names, check_X_y(X, y)[0].shape[1])
-    options = {"gtol": check_positive(gtol, "gtol"), "ftol": check_positive(ftol, "ftol"),
-               "max_iter": check_max_iter(max_iter, "max_iter")}
+    options: dict[str, Any] = {
+        "gtol": check_positive(gtol, "gtol"), "ftol": check_positive(ftol, "ftol"),
+        "max_iter": check_max_iter(max_iter, "max_iter"),
+    }
     problem = WeightedGlm(X, y, lam, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
                           loss_params=loss_params, penalty_params=penalty_params, threads=threads)
     beta0, alpha0 = np.zeros(problem.n_features), 0.0
@@ -415,11 +418,11 @@ def wbb_glm_inprocess(
     )
 
 
-def _feature_names(names: Sequence[str] | None, p: int) -> list:
-    names = list(range(p)) if names is None else list(names)
-    if len(names) != p:
-        raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
-    return names
+def _feature_names(names: Sequence[str] | None, p: int) -> list[int | str]:
+    labels: list[int | str] = list(range(p)) if names is None else list(names)
+    if len(labels) != p:
+        raise ValueError(f"feature_names must have {p} entries, got {len(labels)}")
+    return labels
 
 
 def _check_slot(

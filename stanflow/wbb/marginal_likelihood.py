@@ -115,7 +115,7 @@ def bridge_sampling(
     n1, n2 = a.size, b.size
     log_s1, log_s2 = np.log(n1 / (n1 + n2)), np.log(n2 / (n1 + n2))
     rho, converged, it = 0.0, False, 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is returned after the loop)
         numerator = logsumexp(-np.logaddexp(log_s1, log_s2 + rho - b)) - np.log(n2)
         denominator = logsumexp(-np.logaddexp(log_s1 + a, log_s2 + rho)) - np.log(n1)
         new = float(numerator - denominator)

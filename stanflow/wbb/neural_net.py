@@ -218,7 +218,7 @@ def train(
                        method="L-BFGS-B", options={"gtol": gtol, "ftol": ftol, "maxiter": max_iter,
                                                    "maxfun": 2 * max_iter})
         fits.append((res.x, res.status == 0, res.fun, np.abs(res.jac).max(), res.nit))
-    params, converged, value, grad_norm, n_iter = (np.array(a) for a in zip(*fits))
+    params, converged, value, grad_norm, n_iter = (np.array(a) for a in zip(*fits, strict=True))
     return NetResult(params, sizes, converged, value, grad_norm, n_iter)
 
 
@@ -255,7 +255,7 @@ def train_adam(
     beta1: float = 0.9,
     beta2: float = 0.999,
     eps: float = 1e-7,
-    dtype: type = np.float32,
+    dtype: type[np.floating] = np.float32,
     record_at: Sequence[int] = (),
     evaluate: Callable[[np.ndarray], float] | None = None,
 ) -> AdamResult:
@@ -293,14 +293,17 @@ def train_adam(
     X, labels, sizes = _check_problem(X, labels, hidden, n_classes)
     lam = check_lam(lam)
     n = X.shape[0]
-    seeds = np.asarray(seeds)
-    if seeds.ndim != 1 or seeds.size < 1 or not np.issubdtype(seeds.dtype, np.integer) or np.any(seeds < 0):
-        raise ValueError(f"seeds must be a 1-d sequence of non-negative ints, got {seeds!r}")
+    draw_seeds = np.asarray(seeds)
+    if (draw_seeds.ndim != 1 or draw_seeds.size < 1
+            or not np.issubdtype(draw_seeds.dtype, np.integer) or np.any(draw_seeds < 0)):
+        raise ValueError(f"seeds must be a 1-d sequence of non-negative ints, got {draw_seeds!r}")
     if weights is None:
-        weights = np.ones((seeds.size, n))
+        weights = np.ones((draw_seeds.size, n))
     w, wp = check_weights(weights, prior_weight, n)
-    if w.shape[0] != seeds.size:
-        raise ValueError(f"seeds must have one entry per weight draw ({w.shape[0]}), got {seeds.size}")
+    if w.shape[0] != draw_seeds.size:
+        raise ValueError(
+            f"seeds must have one entry per weight draw ({w.shape[0]}), got {draw_seeds.size}"
+        )
     epochs = check_max_iter(epochs, "epochs")
     batch_size = check_max_iter(batch_size, "batch_size")
     step = check_positive(step, "step")
@@ -315,14 +318,21 @@ def train_adam(
         raise ValueError(f"record_at must increase within 0..epochs = {epochs}, got {record_at}")
     if record_at and evaluate is None:
         raise ValueError("record_at needs evaluate")
+
+    def evaluations(theta: np.ndarray, epoch: int) -> list[float]:
+        """``[evaluate(theta)]`` at an epoch of ``record_at``, else none."""
+        if evaluate is None or epoch not in record_at:
+            return []
+        return [evaluate(theta.astype(float))]
+
     Xd = X.astype(dtype)
     results = []
-    for b in range(seeds.size):
-        rng = np.random.default_rng(np.random.SeedSequence(int(seeds[b]), spawn_key=(1,)))
-        theta = init_params(sizes, int(seeds[b])).astype(dtype)
+    for b in range(draw_seeds.size):
+        rng = np.random.default_rng(np.random.SeedSequence(int(draw_seeds[b]), spawn_key=(1,)))
+        theta = init_params(sizes, int(draw_seeds[b])).astype(dtype)
         m, v = np.zeros_like(theta), np.zeros_like(theta)
         wb, penalty = w[b].astype(dtype), lam * wp[b]
-        history = [evaluate(theta.astype(float)) for e in record_at if e == 0]
+        history = evaluations(theta, 0)
         t, previous = 0, np.nan
         for epoch in range(1, epochs + 1):
             if epoch == epochs:
@@ -340,15 +350,17 @@ def train_adam(
                 m_hat = m / dtype(1 - beta1**t)
                 v_hat = v / dtype(1 - beta2**t)
                 theta -= dtype(step) * m_hat / (np.sqrt(v_hat) + dtype(eps))
-            history += [evaluate(theta.astype(float)) for e in record_at if e == epoch]
+            history += evaluations(theta, epoch)
         final = theta.astype(float)
         value, grad = objective(final, X, labels, sizes, w[b], penalty)
         finite = bool(np.isfinite(value) and np.all(np.isfinite(final)))
         results.append((final, finite, value, np.abs(grad).max(), t, (previous - value) / abs(value),
                         history))
-    params, converged, value, grad_norm, n_iter, rel, history = (np.array(a) for a in zip(*results))
-    return AdamResult(params, sizes, converged, value, grad_norm, n_iter, rel,
-                      history.reshape(seeds.size, len(record_at)))
+    params, converged, values, grad_norm, n_iter, rel, histories = (
+        np.array(a) for a in zip(*results, strict=True)
+    )
+    return AdamResult(params, sizes, converged, values, grad_norm, n_iter, rel,
+                      histories.reshape(draw_seeds.size, len(record_at)))
 
 
 def _check_problem(

@@ -181,7 +181,7 @@ def _collect(results: list[RunResult], p: int, fit_intercept: bool) -> Draws:
         if not result.ok:
             continue
         draws = result.draws()
-        row = dict(zip(draws.names, draws.values[0, -1]))
+        row = dict(zip(draws.names, draws.values[0, -1], strict=True))
         beta[b] = [row[f"beta[{j + 1}]"] for j in range(p)]
         if fit_intercept:
             intercept[b] = row["alpha[1]"]

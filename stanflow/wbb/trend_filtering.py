@@ -140,7 +140,7 @@ def trend_filter(
     max_newton = check_max_iter(max_newton, "max_newton")
     c = difference_coefficients(k + 1)
     fits = [_solve(y, 1.0 / w[b], lam * wp[b], c, tol, max_newton) for b in range(w.shape[0])]
-    theta, dual, gap, converged, steps = (np.array(a) for a in zip(*fits))
+    theta, dual, gap, converged, steps = (np.array(a) for a in zip(*fits, strict=True))
     return TrendFilterResult(theta, dual, gap, converged, steps)
 
 

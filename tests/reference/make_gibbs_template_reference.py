@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import numpy as np
-from gibbs_template_data import CAUCHY, linear_data, location_data  # noqa: E402
+from gibbs_template_data import CAUCHY, linear_data, location_data
 
 from stanflow import arviz_compat
 from stanflow.gibbs import (
