@@ -19,6 +19,11 @@ from typing import Any
 
 import numpy as np
 
+DISK_ERRORS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+)
+"""``errno`` values of a disk that refuses a write: full, too big, read-only, no permission, failing."""
+
 
 class WriteError(OSError):
     """A file could not be written; it is as it was before the write.
@@ -53,12 +58,16 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], Any]) -> Path:
     Raises
     ------
     WriteError
-        If an ``OSError`` stops the write (of the disk, or raised by ``write``).
+        If the disk refuses the write (an ``OSError`` whose ``errno`` is one of
+        :data:`DISK_ERRORS`, from the disk or raised by ``write``); any other
+        error propagates as it was raised.
     """
     path = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as error:
+        if error.errno not in DISK_ERRORS:
+            raise
         raise _write_error(path, error) from error
     os.close(fd)
     try:
@@ -68,6 +77,8 @@ def write_atomic(path: str | os.PathLike, write: Callable[[str], Any]) -> Path:
         os.chmod(tmp, 0o644)  # mkstemp makes it private; the result is an ordinary file
         os.replace(tmp, path)
     except OSError as error:
+        if error.errno not in DISK_ERRORS:
+            raise
         raise _write_error(path, error) from error
     finally:
         if os.path.exists(tmp):

@@ -128,20 +128,24 @@ def bind(
     )
 
 
-def values_in_order(given: Iterable[Any], argument: str) -> tuple[Any, ...]:
+def values_in_order(given: Any, argument: str) -> tuple[Any, ...]:
     """``given`` as a tuple of values in order, or a ``TypeError`` naming ``argument``.
 
-    Strings, numbers and other non-iterables are refused (a number alone is
-    not a parameter vector: ``[0.5]`` is).
+    A list, a tuple or a one-dimensional array is taken in order. Strings,
+    numbers, sets, iterators and arrays of another shape are refused: a number
+    alone is not a parameter vector (``[0.5]`` is), a set has no order, an
+    iterator would be used up, and a mapping-like object (a ``pandas.Series``)
+    must be passed by name.
     """
-    if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
-        raise TypeError(
-            f"{argument} must be a sequence of numbers or a mapping of parameter names "
-            f"to numbers, got {given!r}"
-        )
-    if isinstance(given, np.ndarray):
-        return tuple(given.reshape(-1))
-    return tuple(given)
+    if isinstance(given, np.ndarray) and given.ndim == 1:
+        return tuple(given)
+    if isinstance(given, (list, tuple)) and not hasattr(given, "keys"):
+        return tuple(given)
+    raise TypeError(
+        f"{argument} must be a sequence of numbers or a mapping of parameter names to numbers "
+        "(a list, tuple or 1-D array in the declared order; a dict by name), "
+        f"got {type(given).__name__}: {given!r}"
+    )
 
 
 def _by_name(
@@ -245,9 +249,13 @@ def check_vector(
     owner = Path(path).name
     values = () if values is None else values
     if declared is None:
-        if isinstance(values, Mapping):
-            values = list(values.values())
-        values = values_in_order(values, argument)
+        if isinstance(values, Mapping) and values:
+            raise TypeError(
+                f"{argument}: {owner} declares no parameter names (a `// params:` line), "
+                "so its values go in order: pass a list, or declare the names to pass "
+                "them by name"
+            )
+        values = values_in_order([] if isinstance(values, Mapping) else values, argument)
         declared = tuple(Parameter(f"{k + 1}") for k in range(len(values)))
     return bind(declared, values, argument, owner, qualified=True)
 

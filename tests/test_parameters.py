@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from stanflow.gibbs.priors import PRIORS
 from stanflow.losses import LOSSES
 from stanflow.models import STAN_DIR
-from stanflow.parameters import Parameter, check_vector, declared_parameters
+from stanflow.parameters import Parameter, check_vector, declared_parameters, values_in_order
 
 SLOT_FOLDERS = ("losses", "priors", "wbb/penalties", "qpaths")
 
@@ -80,3 +81,13 @@ def test_a_bad_declaration_names_the_file_and_line(tmp_path):
     )
     with pytest.raises(ValueError, match=r"bad.stanfunctions, line 2: cannot read the parameter 'a in \[0"):
         declared_parameters(file)
+
+
+@pytest.mark.parametrize(
+    "given",
+    [{0.5, 1.5}, (v for v in (0.5, 1.5)), np.ones((2, 1))],
+    ids=["set", "generator", "2-D array"],
+)
+def test_values_without_a_safe_order_are_refused(given):
+    with pytest.raises(TypeError, match="loss_params must be a sequence of numbers"):
+        values_in_order(given, "loss_params")

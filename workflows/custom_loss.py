@@ -42,7 +42,7 @@ from stanflow.losses import loss_function
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.stan_density import stan_log_density
 from stanflow.wbb.inprocess import wbb_glm_inprocess
-from stanflow.workflows import main
+from stanflow.workflows import main, write_text
 
 DESCRIPTION = (
     "Your own loss and target as Stan files only: a log-cosh loss through Gibbs "
@@ -86,7 +86,7 @@ def write_stan_files(folder: Path) -> dict[str, Path]:
         "target": folder / "banana.stan",
     }
     for key, text in (("loss", LOG_COSH), ("target", BANANA)):
-        files[key].write_text(text)
+        write_text(files[key], text)
     return files
 
 

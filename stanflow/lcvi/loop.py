@@ -369,22 +369,29 @@ class _Runner:
         last : _Block
             The last block run.
         """
-        records: list[Future[Step]] = []
+        steps: list[Step] = []
+        pending: Future[Step] | None = None
         state, done, number = fork, False, 0
         # a block's record (its utility term, ELBO and risk) is computed while
-        # the next block's ADVI process runs; only its decisions are waited for
-        with ThreadPoolExecutor(max_workers=1) as recorder:
+        # the next block's ADVI process runs; only its decisions are waited
+        # for. One record at most is outstanding, so a failing record stops the
+        # loop one block later, and an interrupt waits for one record at most.
+        recorder = ThreadPoolExecutor(max_workers=1)
+        try:
             while schedule.goes_on(state.iteration, done):
                 number += 1
                 block = schedule.block(number, state, h)
                 fit, state, seconds = self._lcvi(block, judge.scale)
+                if pending is not None:
+                    steps.append(pending.result())
                 decided = judge.decide(state)
-                records.append(recorder.submit(
-                    judge.lcvi_block, fit, state, block.h, seconds, decided
-                ))
+                pending = recorder.submit(judge.lcvi_block, fit, state, block.h, seconds, decided)
                 done = settled(block.h, decided[1], schedule.tol)
                 h = decided[1]
-            steps = [record.result() for record in records]
+            if pending is not None:
+                steps.append(pending.result())
+        finally:
+            recorder.shutdown(wait=True, cancel_futures=True)
         return steps, done, block
 
     def with_all_draws(self, judge: Judge, block: _Block, step: Step) -> Step:
@@ -455,9 +462,14 @@ class _Runner:
                 for k, v in run_args.items()
                 if k != "eta" and not k.startswith("adapt.")
             }
-        # with the utility term off the outcomes never enter the target: one
-        # sample gives the same trajectory, and sampled outcomes cost 1/S as much
-        z, u = (self.eps_y, self.eps_u) if weight else (self.eps_y[:1], self.eps_u[:1])
+        # with the utility term off the outcomes never enter the target: plain
+        # VI computes one outcome sample, at base samples z = 0 and u = 1/2,
+        # as a user's own run of the program would (unused outcomes that
+        # overflow would make the gradient NaN)
+        if weight:
+            z, u = self.eps_y, self.eps_u
+        else:
+            z, u = np.zeros((1, self.eps_y.shape[1])), np.full((1, self.eps_y.shape[1]), 0.5)
         settings = self.model.settings(weight, self.kind, scale, self.estimator, z.shape[0])
         data = self.model.stan_data(h, z, u, settings)
         start = time.perf_counter()

@@ -60,6 +60,16 @@ class Predictive:
             self.normal = (loc, sd[0] if np.all(sd == sd[0]) else sd)
 
     @property
+    def loc(self) -> np.ndarray | None:
+        """Locations (T, N) of normal outcomes; None for outcomes of any form."""
+        return None if self.normal is None else self.normal[0]
+
+    @property
+    def sd(self) -> np.ndarray | None:
+        """Their sd: (N,) for a known noise, (T, N) otherwise; None for outcomes of any form."""
+        return None if self.normal is None else self.normal[1]
+
+    @property
     def exact_noise(self) -> bool:
         """Whether the outcomes are normal with the same sd at every draw."""
         return self.normal is not None and self.normal[1].ndim == 1

@@ -74,6 +74,7 @@ def stan_log_density(
     slots: Mapping[str, PathLike] | None = None,
     include_paths: Iterable[PathLike] = (),
     threads: int | None = None,
+    allow_nan: bool = False,
 ) -> StanLogDensity:
     """Compile (cached), load and wrap a Stan program as a q-path density.
 
@@ -87,6 +88,10 @@ def stan_log_density(
         Passed to :func:`stanflow.models.load`.
     threads : int, optional
         Threads per evaluation of many particles.
+    allow_nan : bool, default False
+        Take data holding NaN, for a program that treats them itself (missing
+        values it tests with ``is_nan``); by default a NaN is refused, since it
+        would make the log density NaN.
 
     Returns
     -------
@@ -95,10 +100,11 @@ def stan_log_density(
     Raises
     ------
     ValueError
-        If the data hold a NaN (the message names the field), before anything
-        compiles; if the program rejects its data.
+        If the data hold a NaN (the message names the field) and ``allow_nan``
+        is False, before anything compiles; if the program rejects its data.
     """
-    check_no_nan(data)
+    if not allow_nan:
+        check_no_nan(data)
     model = load(source, data, slots=slots, include_paths=include_paths)
     return StanLogDensity(model, threads=threads)
 
@@ -127,7 +133,8 @@ def check_no_nan(data: Mapping[str, Any] | str | os.PathLike | None) -> None:
             raise ValueError(
                 f"data: field {name!r} holds NaN ({int(np.isnan(values).sum())} value(s), "
                 f"first at index {where}); replace or drop the missing values (the "
-                "target's log density would be NaN)"
+                "target's log density would be NaN), or pass allow_nan=True to a program "
+                "that tests them with is_nan"
             )
 
 
