@@ -80,13 +80,26 @@ class Interrupted(KeyboardInterrupt):
         Finished pieces the workflow keeps for a rerun (``Pieces``,
         ``Checkpoint`` of :mod:`stanflow.workflows`); ``None`` if it keeps
         none, and then the complete files in ``folder`` are counted.
+    unit : str, default "piece"
+        What a piece is, e.g. ``"run"`` for the runs of a run set.
+    total : int, optional
+        The pieces there are in all, said as ``of <total>``.
     """
 
-    def __init__(self, folder: Path, command: str, pieces: int | None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        command: str,
+        pieces: int | None,
+        *,
+        unit: str = "piece",
+        total: int | None = None,
+    ) -> None:
         if pieces is None:
             kept, how = _files_text(folder), "run again with"
         else:
-            kept, how = f"{pieces} finished piece{'' if pieces == 1 else 's'}", "resume with"
+            kept = f"{pieces} finished {unit}{'' if pieces == 1 else 's'}"
+            kept, how = kept + ("" if total is None else f" of {total}"), "resume with"
         super().__init__(f"interrupted; kept {kept} in {folder}; {how}: {command}")
 
 

@@ -10,19 +10,28 @@ is asserted by making every compile entry point fail the test if called.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 import stanflow.gibbs.program
+import stanflow.lcvi.numeric_decisions
+import stanflow.lcvi.program
 import stanflow.models.libraries
 import stanflow.wbb.bootstrap
 import stanflow.wbb.stan_optimize
-from stanflow import gibbs
+from stanflow import gibbs, lcvi
 from stanflow.gibbs.plugin import replicate_location_plugin
 from stanflow.gibbs.templates import LOSS_SIGNATURE, template_data
-from stanflow.lcvi.numeric_decisions import check_loss_params
+from stanflow.lcvi.numeric_decisions import (
+    bayes_decisions,
+    check_loss_params,
+    loss_values,
+    mixture_decisions,
+)
+from stanflow.lcvi.problem import normal_mean
 from stanflow.losses import functions, get_loss, loss_function, loss_parameters
 from stanflow.models import CompileError, program_path
 from stanflow.qpaths.stan_density import stan_log_density
@@ -74,6 +83,9 @@ def no_compile(monkeypatch):
     monkeypatch.setattr(stanflow.gibbs.program, "compile_library", compiled)
     monkeypatch.setattr(stanflow.gibbs.program, "compile_model", compiled)
     monkeypatch.setattr(stanflow.wbb.stan_optimize, "compile_model", compiled)
+    monkeypatch.setattr(stanflow.lcvi.numeric_decisions, "compile_library", compiled)
+    monkeypatch.setattr(stanflow.lcvi.program, "compile_library", compiled)
+    monkeypatch.setattr(stanflow.lcvi.program, "compile_model", compiled)
 
 
 def _write(tmp_path, name: str, code: str):
@@ -295,3 +307,28 @@ def test_a_wrong_penalty_signature_names_the_file_before_any_compile(
     with pytest.raises(CompileError, match=f"penalty file {file}; it must define") as error:
         WeightedGlm(X, Y, 1.0, penalty=file)
     assert PENALTY.signature in str(error.value)
+
+
+@pytest.mark.parametrize("code", [DATA_Y_LOSS, TWO_ARGUMENT_LOSS], ids=["data-y", "two-args"])
+def test_lcvi_names_a_wrong_loss_signature_before_any_compile(
+    cmdstan, no_compile, tmp_path, monkeypatch, code
+):
+    monkeypatch.chdir(tmp_path)
+    file = _write(tmp_path, "my_bad_loss", code)
+    program = normal_mean(Y[:5], sigma=1.0)
+    draws = RNG.normal(size=(20, 3))
+    calls = [
+        lambda: lcvi.run_lcvi(program, "my_bad_loss.stanfunctions"),  # as a user types it
+        lambda: lcvi.stan_loss(file),
+        lambda: bayes_decisions(file, draws),
+        lambda: mixture_decisions(file, draws, np.ones(3)),
+        lambda: loss_values(file, draws, draws),
+        # a loss of one's own with a Python decision rule: bound without stan_loss
+        lambda: program.bind(dataclasses.replace(get_loss("absolute").with_params(),
+                                                 stan_file=file)),
+    ]
+    for call in calls:
+        with pytest.raises(CompileError) as error:
+            call()
+        assert f"loss file {file}; it must define `{LOSS_SIGNATURE}`" in str(error.value)
+    assert LOSS_SIGNATURE == "real loss(real y, real f, vector loss_params)"

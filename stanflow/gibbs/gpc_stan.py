@@ -36,6 +36,7 @@ from stanflow.gibbs import reweighting
 from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.regions import draws_coverage, draws_inside
+from stanflow.outdir import Interrupted
 from stanflow.runs import RunSet, RunSpec
 
 DESIGNS = ("reweight", "resample")
@@ -151,7 +152,12 @@ class StanGibbs:
         """
         runset = RunSet(self.model, specs, out_dir=self.root / name, root_seed=seed)
         runs = runset.run(self.backend.executor, progress=self.backend.progress)
-        failed = [r.index for r in runs if not r.ok]
+        try:
+            failed = [r.index for r in runs if not r.ok]
+        except Interrupted:
+            if self.own:  # the folder is removed at the end: nothing is kept to resume
+                raise KeyboardInterrupt from None
+            raise
         if failed:
             raise RuntimeError(f"GPC: runs {failed} failed (see {runset.out_dir})")
         idata = runset.to_inference_data()

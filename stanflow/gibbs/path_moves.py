@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from stanflow.gibbs.path_target import PathTarget
+from stanflow.outdir import Interrupted
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
 from stanflow.qpaths.stan_moves import adapted_step_size, nuts_transitions
 
@@ -99,6 +100,8 @@ class NutsMoves:
         root = Path(tempfile.mkdtemp(prefix="path-moves-", dir=self.work_dir))
         try:
             moved, accept, seconds = self._run(rng, particles.z, omega, n_moves, step_size, root)
+        except Interrupted:  # its folder is removed below: nothing is kept to resume
+            raise KeyboardInterrupt from None
         finally:
             shutil.rmtree(root, ignore_errors=True)
         self.history.append(

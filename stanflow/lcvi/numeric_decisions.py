@@ -74,6 +74,7 @@ from scipy.special import ndtri
 from stanflow.golden import RATIO, golden_section, sections_for
 from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss, loss_parameters
 from stanflow.models import compile_library, load, program_path
+from stanflow.signatures import LOSS, check_signature
 from stanflow.slots import is_slot_file
 
 PROGRAM = "lcvi/expected_loss"
@@ -98,6 +99,9 @@ more decisions are split over several models, each holding whole columns."""
 def loss_library(loss_file: str | os.PathLike) -> Path:
     """Compile (once per content) :data:`PROGRAM` with ``loss_file`` in its slot.
 
+    The file's signature is checked by stanc first
+    (:func:`stanflow.signatures.check_signature`), before anything compiles.
+
     Parameters
     ----------
     loss_file : str or os.PathLike
@@ -107,8 +111,15 @@ def loss_library(loss_file: str | os.PathLike) -> Path:
     -------
     pathlib.Path
         The model library (:func:`stanflow.models.compile_library`).
+
+    Raises
+    ------
+    stanflow.models.CompileError
+        If the file does not define the loss slot's signature; the message
+        names the file and the signature.
     """
     path = check_loss_file(loss_file)
+    check_signature(path, LOSS)
     return compile_library(
         program_path(PROGRAM),
         slots={"loss.stanfunctions": path},

@@ -55,6 +55,7 @@ from stanflow.models import (
 )
 from stanflow.models.source import cmdstan_name, model_name
 from stanflow.models.templates import STAN_DIR
+from stanflow.signatures import LOSS, check_signature
 from stanflow.toolchain import installer
 
 HEADER = 9
@@ -132,7 +133,15 @@ class LcviProgram:
         self._bound: dict[Path, LcviModel] = {}
 
     def bind(self, loss: BoundLoss) -> LcviModel:
-        """The program compiled with ``loss`` in its slot, checked (cached per loss file)."""
+        """The program compiled with ``loss`` in its slot, checked (cached per loss file).
+
+        Raises
+        ------
+        stanflow.models.CompileError
+            If the loss file does not define the loss slot's signature (checked
+            by stanc before anything compiles); the message names the file and
+            the signature.
+        """
         key = Path(loss.stan_file).resolve()
         if key not in self._bound:
             self._bound[key] = LcviModel(self, loss)
@@ -161,7 +170,8 @@ class LcviModel:
 
     def __init__(self, program: LcviProgram, loss: BoundLoss) -> None:
         self.program, self.loss = program, loss
-        slots = {"loss.stanfunctions": Path(loss.stan_file)}
+        check_signature(loss.stan_file, LOSS)
+        slots = {LOSS.include: Path(loss.stan_file)}
         source = read_lcvi_program(
             program.source.path, program.stanc, include_paths=program.include_paths, slots=slots
         )

@@ -31,6 +31,7 @@ from typing import Any
 import cmdstanpy
 import numpy as np
 
+from stanflow.outdir import Interrupted
 from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
 from stanflow.runs import RunSet, RunSpec
 
@@ -126,6 +127,8 @@ class StanMoves:
         root = Path(tempfile.mkdtemp(prefix="stan-moves-", dir=self.work_dir))
         try:
             moved, accept, seconds = self._run(rng, z, beta, q, n_moves, step_size, root)
+        except Interrupted:  # its folder is removed below: nothing is kept to resume
+            raise KeyboardInterrupt from None
         finally:
             shutil.rmtree(root, ignore_errors=True)
         self.history.append(

@@ -23,6 +23,7 @@ from numpy.typing import ArrayLike
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.outdir import Interrupted
 from stanflow.qpaths.kernels import check_schedule
 from stanflow.qpaths.qmath import _check_q
 from stanflow.qpaths.stan_moves import DATA_KEYS
@@ -105,6 +106,10 @@ def thermodynamic_integration_stan(
                 f"failed (see {runset.out_dir})"
             )
         idata = runset.to_inference_data()
+    except Interrupted:
+        if own:  # the folder is removed below: nothing is kept to resume
+            raise KeyboardInterrupt from None
+        raise
     finally:
         if own:
             shutil.rmtree(folder, ignore_errors=True)

@@ -24,13 +24,17 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from stanflow.runs.jobs import Chunk, Job, Outcome
 
 POLL_SECONDS = 0.2
 """How often a waiting worker checks whether it was asked to stop."""
+
+WATCH_SECONDS = 0.5
+"""How often a running Dask task asks the scheduler whether it was asked to stop."""
 
 _BATCH_LINE = re.compile(rb"^stanflow-batch: (\d+) (-?\d+)$")
 _CONSOLE_TAIL_BYTES = 4000
@@ -98,11 +102,44 @@ def run_chunk(
                 report(Outcome(job.index, job.attempt, "error", None, 0.0, message))
 
 
-def run_chunk_collect(chunk: Chunk) -> list[Outcome]:
-    """Run ``chunk`` and return all its outcomes (the task a Dask worker runs)."""
+def run_chunk_collect(chunk: Chunk, stop_event: str) -> list[Outcome]:
+    """Run ``chunk`` and return all its outcomes (the task a Dask worker runs).
+
+    Parameters
+    ----------
+    chunk : Chunk
+    stop_event : str
+        Name of a ``distributed.Event``: once it is set, the chunk stops as
+        :func:`run_chunk` does when asked to (its process is killed).
+    """
     outcomes: list[Outcome] = []
-    run_chunk(chunk, outcomes.append)
+    with _watched(stop_event) as stop:
+        run_chunk(chunk, outcomes.append, stop)
     return outcomes
+
+
+@contextmanager
+def _watched(name: str) -> Iterator[threading.Event]:
+    """An event set when the Dask event ``name`` is set, watched by a thread of its own."""
+    from distributed import Event, get_client  # only a Dask worker runs this
+
+    remote = Event(name, client=get_client())  # the task's client, usable from any thread
+    stop, ended = threading.Event(), threading.Event()
+
+    def watch() -> None:
+        try:
+            while not ended.wait(WATCH_SECONDS):
+                if remote.is_set():  # a quick look: no wait left on the scheduler
+                    stop.set()
+                    return
+        except OSError:  # the scheduler went away (the cluster closed): no stop can come
+            return
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        yield stop
+    finally:
+        ended.set()
 
 
 def _run_batch_process(

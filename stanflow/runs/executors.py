@@ -3,8 +3,9 @@
 Both have the same small interface, used by :meth:`stanflow.runs.RunSet.run`:
 ``start(paths)`` before anything is submitted, ``submit(chunk)`` any time,
 ``outcomes()`` yielding each job's :class:`~stanflow.runs.jobs.Outcome` as it
-arrives (chunks submitted while iterating included), and ``stop()`` to abandon
-what is still running.
+arrives (chunks submitted while iterating included), ``stop()`` to abandon
+what is still running, promptly (its executable processes are killed), and
+``unread()``, the outcomes that arrived as it stopped.
 
 Workers and the run set share a filesystem: the executable, the inputs and the
 outputs are read and written in place (see ``docs/runs.md`` for why).
@@ -50,7 +51,15 @@ class Executor(ABC):
 
     @abstractmethod
     def stop(self) -> None:
-        """Abandon queued chunks and end running ones."""
+        """Abandon queued chunks and end running ones, killing their processes."""
+
+    def unread(self) -> list[Outcome]:
+        """Outcomes that arrived without :meth:`outcomes` yielding them, once stopped.
+
+        Jobs that ended in the instant the run set stopped (Ctrl-C); by
+        default none are kept.
+        """
+        return []
 
 
 @dataclass(frozen=True)
@@ -81,6 +90,7 @@ class LocalExecutor(Executor):
             raise ValueError(f"cores must be an int >= 1, got {cores!r}")
         self._cores = int(cores)
         self._state: _LocalState | None = None
+        self._unread: list[Outcome] = []
 
     @property
     def cores(self) -> int:
@@ -88,6 +98,7 @@ class LocalExecutor(Executor):
 
     def start(self, paths: Sequence[str]) -> None:
         self._state = _LocalState(free=self._cores)
+        self._unread = []
 
     def submit(self, chunk: Chunk) -> None:
         state = self._running()
@@ -113,6 +124,10 @@ class LocalExecutor(Executor):
         state.stop.set()
         for thread in state.threads:
             thread.join()
+        self._unread = _outcomes_left(state.events)
+
+    def unread(self) -> list[Outcome]:
+        return list(self._unread)
 
     def _running(self) -> _LocalState:
         if self._state is None:
@@ -156,6 +171,16 @@ def _local_worker(chunk: Chunk, cores: int, state: _LocalState) -> None:
         state.events.put(_Released(cores))
 
 
+def _outcomes_left(events: queue.SimpleQueue[Outcome | _Released]) -> list[Outcome]:
+    """The outcomes still in ``events``, whose worker threads have all ended."""
+    left = []
+    while not events.empty():
+        item = events.get_nowait()
+        if isinstance(item, Outcome):
+            left.append(item)
+    return left
+
+
 class DaskExecutor(Executor):
     """Run chunks as tasks on a Dask cluster.
 
@@ -164,7 +189,9 @@ class DaskExecutor(Executor):
     thread, so give workers as many threads as cores divided by the threads of
     one run. The workers must have stanflow installed and see the run folder
     and the executable at the same paths as this process (a shared filesystem);
-    :meth:`start` checks that before anything is submitted.
+    :meth:`start` checks that before anything is submitted. :meth:`stop`
+    cancels the queued tasks and sets a ``distributed.Event`` on which the
+    running ones kill their processes (within about a second).
 
     Parameters
     ----------
@@ -174,7 +201,7 @@ class DaskExecutor(Executor):
 
     def __init__(self, client: Any) -> None:
         try:
-            from distributed import Client, as_completed
+            from distributed import Client, Event, as_completed
         except ImportError as error:
             raise ImportError(
                 "DaskExecutor needs dask.distributed: pip install 'stanflow[dask]'"
@@ -185,7 +212,9 @@ class DaskExecutor(Executor):
             )
         self._client = client
         self._as_completed = as_completed
+        self._event = Event
         self._pending: Any = None
+        self._stop_name = ""
         self._chunks: dict[str, Chunk] = {}
 
     @property
@@ -204,13 +233,16 @@ class DaskExecutor(Executor):
                     "workers, at the same path"
                 )
         self._pending = self._as_completed()
+        self._stop_name = f"stanflow-stop-{uuid.uuid4().hex}"
         self._chunks = {}
 
     def submit(self, chunk: Chunk) -> None:
         if self._pending is None:
             raise RuntimeError("DaskExecutor used before start()")
         key = f"stanflow-runs-{uuid.uuid4().hex}"
-        future = self._client.submit(run_chunk_collect, chunk, key=key, pure=False)
+        future = self._client.submit(
+            run_chunk_collect, chunk, self._stop_name, key=key, pure=False
+        )
         self._chunks[key] = chunk
         self._pending.add(future)
 
@@ -230,9 +262,11 @@ class DaskExecutor(Executor):
             yield from outcomes
 
     def stop(self) -> None:
-        if self._pending is not None:
-            for future in list(self._pending.futures):
-                future.cancel()
+        running = [] if self._pending is None else list(self._pending.futures)
+        if running:
+            self._event(self._stop_name, client=self._client).set()
+        for future in running:
+            future.cancel()
         self._pending = None
         self._chunks = {}
 

@@ -15,9 +15,10 @@ import logging
 import os
 import shutil
 import uuid
+from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from tqdm.auto import tqdm
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.outdir import Interrupted
 from stanflow.runs.arguments import is_int, is_real
 from stanflow.runs.batch import supports_batch
 from stanflow.runs.commands import (
@@ -40,7 +42,7 @@ from stanflow.runs.commands import (
     staged_files,
 )
 from stanflow.runs.executors import Executor, LocalExecutor
-from stanflow.runs.jobs import Job, Outcome, make_chunks
+from stanflow.runs.jobs import Chunk, Job, Outcome, make_chunks
 from stanflow.runs.manifest import Manifest, Record, read_manifest
 from stanflow.runs.plan import Plan, PlannedRun, make_plan, read_plan, write_plan
 from stanflow.runs.results import RUN_DIM, RunDraws, collect, read_run
@@ -252,6 +254,12 @@ class RunSet:
             If an option is invalid (raised here, before anything runs).
         RuntimeError
             If another process is running this run set.
+        stanflow.outdir.Interrupted
+            On Ctrl-C while it waits for runs (a ``KeyboardInterrupt``): the
+            running processes are killed, the finished runs stay recorded, and
+            the message says how many and how to resume, e.g. ``interrupted;
+            kept 37 finished runs of 200 in DIR; resume with:
+            stanflow.runs.resume('DIR') or the same call again``.
         """
         if not is_int(retries) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
@@ -360,63 +368,67 @@ class RunSet:
             todo = [run for run in plan.runs if not self._done(run, records)]
             if not todo:
                 return
-            session = _new_session(folder)
-            first = {
-                run.index: records[run.index].attempt + 1 if run.index in records else 1
-                for run in todo
-            }
+            session = _Session(
+                folder=_new_session(folder),
+                first={
+                    run.index: records[run.index].attempt + 1 if run.index in records else 1
+                    for run in todo
+                },
+                retries=retries,
+                timeout=timeout,
+            )
             try:
-                executor.start([plan.exe, str(folder)])
-                for chunk in make_chunks(
-                    [
-                        (self._job(run, first[run.index], session), run.threads)
-                        for run in todo
-                    ],
-                    exe=plan.exe,
-                    batch=plan.batch,
-                    cores=executor.cores,
-                    timeout=timeout,
-                    workdir=str(session),
-                    size=chunk_size,
-                ):
-                    executor.submit(chunk)
-                with (
-                    Manifest(folder) as manifest,
-                    tqdm(
-                        total=len(todo), disable=not progress, unit="run", desc="runs"
-                    ) as bar,
-                ):
-                    for outcome in executor.outcomes():
-                        run = plan.runs[outcome.index]
-                        final = (
-                            outcome.status == "ok"
-                            or outcome.attempt - first[run.index] >= retries
-                        )
-                        record = manifest.append(outcome)
-                        if final:
-                            bar.update()
-                            if outcome.status != "ok":
-                                logger.warning(
-                                    "run %d ended with %s after attempt %d: %s",
-                                    run.index,
-                                    outcome.status,
-                                    outcome.attempt,
-                                    outcome.message,
-                                )
-                            yield self._result(run, record)
-                        else:
-                            self._retry(executor, run, outcome, session, timeout)
+                with Manifest(folder) as manifest:
+                    try:
+                        executor.start([plan.exe, str(folder)])
+                        attempts = [(run, session.first[run.index]) for run in todo]
+                        for chunk in self._chunks(attempts, session, executor.cores, chunk_size):
+                            session.submit(executor, chunk)
+                        yield from self._follow(executor, manifest, session, progress)
+                    except (KeyboardInterrupt, GeneratorExit) as stopped:
+                        # Ctrl-C here, or in the caller's loop (which then closes this)
+                        executor.stop()
+                        session.keep_finished(executor.unread(), manifest)
+                        if isinstance(stopped, GeneratorExit):
+                            raise
+                        raise self._interrupted() from None  # one message, not two
             finally:
                 executor.stop()
-                shutil.rmtree(session, ignore_errors=True)
+                shutil.rmtree(session.folder, ignore_errors=True)
+
+    def _follow(
+        self, executor: Executor, manifest: Manifest, session: _Session, progress: bool
+    ) -> Iterator[RunResult]:
+        """Record each outcome as it arrives, then yield or retry its run; a progress bar."""
+        with tqdm(
+            total=len(session.running), disable=not progress, unit="run", desc="runs"
+        ) as bar:
+            for outcome in executor.outcomes():
+                run = self._plan.runs[outcome.index]
+                record = manifest.append(outcome)
+                del session.running[run.index]
+                if not session.final(outcome):
+                    self._retry(executor, run, outcome, session)
+                    continue
+                bar.update()
+                if outcome.status != "ok":
+                    logger.warning(
+                        "run %d ended with %s after attempt %d: %s",
+                        run.index,
+                        outcome.status,
+                        outcome.attempt,
+                        outcome.message,
+                    )
+                yield self._result(run, record)
+
+    def _interrupted(self) -> Interrupted:
+        """Ctrl-C's one line: the runs done and kept in the folder, and how to resume."""
+        done = len(self) - len(self.missing())
+        command = f"stanflow.runs.resume({str(self._folder)!r}) or the same call again"
+        return Interrupted(self._folder, command, done, unit="run", total=len(self))
 
     def _retry(
-        self,
-        executor: Executor,
-        run: PlannedRun,
-        outcome: Outcome,
-        session: Path,
-        timeout: float | None,
+        self, executor: Executor, run: PlannedRun, outcome: Outcome, session: _Session
     ) -> None:
         """Submit the next attempt of ``run``, alone in its chunk."""
         logger.info(
@@ -425,15 +437,29 @@ class RunSet:
             outcome.attempt,
             outcome.status,
         )
-        (chunk,) = make_chunks(
-            [(self._job(run, outcome.attempt + 1, session), run.threads)],
+        (chunk,) = self._chunks([(run, outcome.attempt + 1)], session, executor.cores, None)
+        session.submit(executor, chunk)
+
+    def _chunks(
+        self,
+        attempts: Sequence[tuple[PlannedRun, int]],
+        session: _Session,
+        cores: int,
+        size: int | None,
+    ) -> list[Chunk]:
+        """The chunks running each run at its attempt number."""
+        return make_chunks(
+            [
+                (self._job(run, attempt, session.folder), run.threads)
+                for run, attempt in attempts
+            ],
             exe=self._plan.exe,
             batch=self._plan.batch,
-            cores=executor.cores,
-            timeout=timeout,
-            workdir=str(session),
+            cores=cores,
+            timeout=session.timeout,
+            workdir=str(session.folder),
+            size=size,
         )
-        executor.submit(chunk)
 
     def _job(self, run: PlannedRun, attempt: int, session: Path) -> Job:
         return Job(
@@ -468,6 +494,54 @@ class RunSet:
         )
 
 
+@dataclass
+class _Session:
+    """One call of :meth:`RunSet.run`: its staging folder, its attempts, its runs in flight.
+
+    Attributes
+    ----------
+    folder : pathlib.Path
+        Where its attempts write (``staging/<session>``).
+    first : dict of int to int
+        The first attempt number of each run, by index.
+    retries : int
+    timeout : float or None
+        As given to :meth:`RunSet.run`.
+    running : dict of int to Job
+        The job of each run submitted whose outcome is not recorded yet.
+    """
+
+    folder: Path
+    first: dict[int, int]
+    retries: int
+    timeout: float | None
+    running: dict[int, Job] = field(default_factory=dict)
+
+    def submit(self, executor: Executor, chunk: Chunk) -> None:
+        """Submit ``chunk``, its jobs running until their outcome is recorded."""
+        self.running.update((job.index, job) for job in chunk.jobs)
+        executor.submit(chunk)
+
+    def final(self, outcome: Outcome) -> bool:
+        """Whether ``outcome`` ends its run: a success, or its last attempt."""
+        retried = outcome.attempt - self.first[outcome.index]
+        return outcome.status == "ok" or retried >= self.retries
+
+    def keep_finished(self, outcomes: Iterable[Outcome], manifest: Manifest) -> None:
+        """After a stop: record the runs that succeeded as it came, drop the others' consoles.
+
+        The jobs still running were killed (or had not started), so their
+        console text is cut short; a later attempt under the same number
+        writes it anew.
+        """
+        for outcome in outcomes:
+            if outcome.status == "ok" and outcome.index in self.running:
+                manifest.append(outcome)
+                del self.running[outcome.index]
+        for job in self.running.values():
+            Path(job.console).unlink(missing_ok=True)
+
+
 def resume(
     out_dir: str | os.PathLike, executor: Executor | None = None, **options: Any
 ) -> RunSet:
@@ -486,10 +560,15 @@ def resume(
     RunSet
         Its results equal those of an uninterrupted run: seeds, data and
         arguments all come from the plan.
+
+    Raises
+    ------
+    stanflow.outdir.Interrupted
+        On Ctrl-C, as :meth:`RunSet.run`.
     """
     runset = RunSet.open(out_dir)
-    for _ in runset.run(executor, **options):
-        pass
+    # consumed by C code: Ctrl-C then always lands inside the run, which says what it kept
+    deque(runset.run(executor, **options), maxlen=0)
     return runset
 
 

@@ -37,6 +37,7 @@ import numpy as np
 from stanflow.arviz_compat import Results
 from stanflow.losses import loss_parameters, loss_slot_file
 from stanflow.models import compile_model, program_path
+from stanflow.outdir import Interrupted
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
 from stanflow.wbb._checks import (
     check_lam,
@@ -158,6 +159,10 @@ def optimize_draws(
         runset = RunSet(model, specs, out_dir=folder, root_seed=0)
         results = sorted(runset.run(executor, progress=progress), key=lambda r: r.index)
         return _collect(results, p, fit_intercept)
+    except Interrupted:
+        if out_dir is None:  # the folder is removed below: nothing is kept to resume
+            raise KeyboardInterrupt from None
+        raise
     finally:
         if out_dir is None:
             shutil.rmtree(folder, ignore_errors=True)
