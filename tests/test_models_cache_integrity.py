@@ -1,14 +1,17 @@
 """The compiled-model cache verifies what it serves and rebuilds what is damaged.
 
 The first tests drive :func:`stanflow.models.cache.ensure_entry` with a plain
-Python build (milliseconds). The end-to-end tests compile one tiny program
+Python build (milliseconds), and the lock that readers of a library's entry
+share with its builders. The end-to-end tests compile one tiny program
 once per module, as an executable and as a model library, in a scratch
 ``$STANFLOW_HOME`` whose toolchain is a symlink to the real one; every test
 starts from a copy of those two entries, damages it as a crash, a full disk or
 a killed compile would, and checks that the next call rebuilds it (one
-compile) and that the result samples or evaluates the closed form. Libraries
-are loaded in child processes: a damaged library must not kill the process,
-and a fresh process maps what is on disk now, not what was loaded before.
+compile) and that the result samples or evaluates the closed form; entries of
+an older cache format and intact libraries that the loader refuses are left
+alone. Libraries are loaded in child processes: a damaged library must not
+kill the process, and a fresh process maps what is on disk now, not what was
+loaded before.
 """
 
 from __future__ import annotations
@@ -22,12 +25,21 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from stanflow.models import cache, compile_model
-from stanflow.models.cache import FILES, MANIFEST, CompileError, ensure_entry
+from stanflow.models import cache, cache_key, compile_model, libraries
+from stanflow.models.cache import (
+    CACHE_FORMAT,
+    FILES,
+    FORMAT,
+    MANIFEST,
+    CompileError,
+    ensure_entry,
+    key_lock,
+)
 from stanflow.toolchain import installer
 
 NOTICE = "rebuilding the cache entry"
@@ -93,6 +105,7 @@ def test_entry_records_sizes_and_digests_of_its_files(scratch_cache):
     _assert_sound(entry)
     manifest = json.loads((entry / MANIFEST).read_text())
     assert manifest["key"] == "a" * 32 and manifest["name"] == "x"
+    assert manifest[FORMAT] == CACHE_FORMAT
     assert ensure_entry("a" * 32, {"name": "x"}, build) == entry
     assert build.count == 1
 
@@ -130,11 +143,11 @@ def test_damaged_entry_is_rebuilt_once_with_a_notice(
     assert not list(scratch_cache.glob(".tmp-*"))
 
 
-def test_entry_built_before_records_existed_is_rebuilt(scratch_cache, caplog):
+def test_entry_of_this_format_without_a_record_is_rebuilt(scratch_cache, caplog):
     build = Builds()
     entry = ensure_entry("c" * 32, {"name": "x"}, build)
     manifest = json.loads((entry / MANIFEST).read_text())
-    del manifest[FILES]  # as stanflow wrote manifests before it recorded files
+    del manifest[FILES]  # at a key of this format: an incomplete entry, not an old one
     (entry / MANIFEST).write_text(json.dumps(manifest))
 
     with caplog.at_level(logging.WARNING, logger="stanflow.models.cache"):
@@ -186,28 +199,147 @@ def test_leftovers_of_killed_builds_of_that_key_only_are_removed(scratch_cache):
     assert [p.name for p in scratch_cache.glob(".tmp-*")] == [elsewhere.name]
 
 
-def test_entry_failing_its_check_is_rebuilt_once_then_refused(scratch_cache, caplog):
-    build = Builds()
-    entry = ensure_entry("0" * 32, {}, build)
-    (entry / "broken").touch()  # not in the record: only the check looks at it
+KEY_ARGS = {"name": "m", "toolchain": {"path": "/t"}, "cpp_options": {}, "stanc_options": {}}
 
-    def loads(folder: Path) -> str | None:
-        return "artefact does not load (broken)" if (folder / "broken").exists() else None
+
+def _key_before_formats(code: str, **fields) -> str:
+    """The key stanflow gave a program before keys covered the cache format."""
+    payload = json.dumps({"code": code, **fields}, sort_keys=True, default=str)
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def test_keys_cover_the_cache_format(monkeypatch):
+    key = cache_key("model {\n}\n", **KEY_ARGS)
+    # Entries of this format never land on those an older stanflow wrote and uses ...
+    assert key != _key_before_formats("model {\n}\n", **KEY_ARGS)
+    # ... and those of the next format will not land on these.
+    monkeypatch.setattr(cache, "CACHE_FORMAT", CACHE_FORMAT + 1)
+    assert cache_key("model {\n}\n", **KEY_ARGS) != key
+
+
+@pytest.mark.parametrize("sound", [True, False], ids=["sound", "truncated"])
+def test_entry_written_meanwhile_without_the_lock_is_checked_not_discarded(
+    scratch_cache, caplog, sound
+):
+    """Something ignoring the lock (a copy of a cache) puts the entry in place while
+    it is being built: a sound one is served, an unsound one replaced; neither is
+    reported as just built and unusable."""
+    key = "9" * 32
+    theirs = ensure_entry(key, {"name": "theirs"}, Builds())
+    aside = scratch_cache / "aside"
+    shutil.copytree(theirs, aside)
+    shutil.rmtree(theirs)
+    if not sound:
+        os.truncate(aside / "artefact", 10)
+    build = Builds()
+
+    def build_while_another_writes(folder: Path) -> None:
+        build(folder)
+        shutil.copytree(aside, scratch_cache / key)
 
     with caplog.at_level(logging.WARNING, logger="stanflow.models.cache"):
-        assert ensure_entry("0" * 32, {}, build, check=loads) == entry
-    assert build.count == 2
-    assert "artefact does not load (broken)" in caplog.text
-    assert not (entry / "broken").exists()
+        entry = ensure_entry(key, {"name": "ours"}, build_while_another_writes)
 
-    def refuses(folder: Path) -> str:
-        return "artefact does not load (still broken)"
+    assert build.count == 1
+    assert json.loads((entry / MANIFEST).read_text())["name"] == ("theirs" if sound else "ours")
+    _assert_sound(entry)
+    if sound:
+        assert not caplog.records
+    else:
+        (notice,) = [r.getMessage() for r in caplog.records]
+        assert "written meanwhile without its lock: artefact has 10 bytes" in notice
+    assert not list(scratch_cache.glob(".tmp-*"))
 
-    with pytest.raises(CompileError, match="just built is unusable: artefact does not load"):
-        ensure_entry("1" * 32, {}, build, check=refuses)
-    assert build.count == 3  # built once, not in a loop
+
+def test_entry_not_matching_the_record_just_made_is_refused(scratch_cache, monkeypatch):
+    build = Builds()
+    recorded = cache._record_files
+
+    def wrong_record(folder: Path) -> dict:
+        record = recorded(folder)
+        record["artefact"]["size"] += 1  # as if the build changed it after the record
+        return record
+
+    monkeypatch.setattr(cache, "_record_files", wrong_record)
+    with pytest.raises(CompileError, match="just built is unusable: artefact has 4096 bytes"):
+        ensure_entry("1" * 32, {}, build)
+    assert build.count == 1  # built once, not in a loop
     assert not (scratch_cache / ("1" * 32)).exists()
     assert not list(scratch_cache.glob(".tmp-*"))
+
+
+HOLDS_THE_LOCK = """
+    import os, sys, time
+    from stanflow.models.cache import key_lock
+    entry, rebuilt, seconds, state = sys.argv[1:]
+    with key_lock(os.path.basename(entry)):
+        if state == "missing":
+            os.rename(entry, entry + ".damaged")  # moved away to be rebuilt
+        print("locked", flush=True)
+        time.sleep(float(seconds))  # rebuilding
+        if state == "damaged":
+            os.rename(entry, entry + ".damaged")
+        os.rename(rebuilt, entry)
+"""
+
+
+@pytest.mark.parametrize("state", ["missing", "damaged"])
+def test_library_loaded_by_path_waits_for_a_rebuild_of_its_entry(
+    scratch_cache, monkeypatch, state
+):
+    """Another process holds the entry's lock to rebuild it (the entry moved away,
+    or still damaged in place): the library's path waits for the lock and serves
+    the rebuilt entry, without rebuilding it too or calling it missing or damaged."""
+    key = "2" * 32
+
+    def build(folder: Path) -> None:
+        (folder / "m.stan").write_text("the program\n")
+        (folder / "m_model.so").write_bytes(b"\x7fELF" * 1000)
+
+    entry = ensure_entry(key, {"name": "m"}, build)
+    rebuilt = scratch_cache / "rebuilt"
+    shutil.copytree(entry, rebuilt)
+    if state == "damaged":
+        os.truncate(entry / "m_model.so", 0)
+    monkeypatch.setattr(libraries, "_rebuild", lambda *a: pytest.fail("the reader rebuilt it too"))
+    seconds = 1.0
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(HOLDS_THE_LOCK), str(entry), str(rebuilt),
+         str(seconds), state],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "locked\n", holder.stderr.read()
+        started = time.monotonic()
+        served = libraries._served(entry / "m_model.so")
+        waited = time.monotonic() - started
+    finally:
+        holder.communicate(timeout=60)
+    assert holder.returncode == 0
+    assert served == entry / "m_model.so"
+    assert waited > seconds / 2
+    _assert_sound(entry)
+
+
+def test_the_lock_readers_take_is_the_one_builders_hold(scratch_cache):
+    """ensure_entry in another process waits while this one holds ``key_lock``."""
+    key = "3" * 32
+    script = f"""
+        from stanflow.models.cache import ensure_entry
+        ensure_entry({key!r}, {{}}, lambda folder: (folder / "f").write_text("x"))
+        print("built", flush=True)
+    """
+    with key_lock(key):
+        builder = subprocess.Popen(
+            [sys.executable, "-c", textwrap.dedent(script)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        time.sleep(1.5)
+        assert builder.poll() is None and not (scratch_cache / key).exists()
+    out, err = builder.communicate(timeout=60)
+    assert builder.returncode == 0, err
+    assert out == "built\n"
+    _assert_sound(scratch_cache / key)
 
 
 # -- the real artefacts -----------------------------------------------------------------
@@ -237,6 +369,14 @@ def _child(script: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-c", textwrap.dedent(script), *args],
         capture_output=True, text=True, timeout=600, env=dict(os.environ), check=False,
+    )
+
+
+def _start(script: str, *args: str) -> subprocess.Popen:
+    """Start ``script`` in a fresh Python with this ``$STANFLOW_HOME``."""
+    return subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ),
     )
 
 
@@ -360,22 +500,91 @@ def test_truncated_library_loaded_by_path_is_rebuilt_from_its_entry(entries):
     _assert_sound(entry)
 
 
+def _snapshot(entry: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Each file's inode, modification time and content, and the folder's inode."""
+    files = {p.name: (p.stat().st_ino, p.stat().st_mtime_ns, p.read_bytes())
+             for p in entry.iterdir()}
+    return {**files, ".": (entry.stat().st_ino, 0, b"")}
+
+
 @pytest.mark.e2e
-def test_library_that_does_not_load_is_rebuilt(entries, program):
+def test_intact_library_that_does_not_load_is_an_error_and_is_kept(entries, program):
+    """Files matching their record but refused by the loader: the fault is the
+    process's or the system's, so no rebuild, and the entry stays as it is."""
     entry = entries["library"]
     library = entry / "tiny_model.so"
-    # Garbage whose record matches: the files are "intact" but the loader refuses them.
     library.write_bytes(b"not a shared object\n" * 100)
     manifest = json.loads((entry / MANIFEST).read_text())
     manifest[FILES]["tiny_model.so"] = {"size": 2000, "sha256": _sha256(library)}
     (entry / MANIFEST).write_text(json.dumps(manifest))
+    before = _snapshot(entry)
 
-    done = _child(LOG_DENSITY, str(program), str(Y))
+    for source in (program, library):
+        done = _child(LOG_DENSITY, str(source), str(Y))
 
+        assert done.returncode == 1
+        last = done.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"ValueError: source: the model library {library} does not load: ")
+        assert "invalid ELF header" in last  # the loader's own message
+        assert "the entry is left as it is" in last
+        assert NOTICE not in done.stderr
+        assert _snapshot(entry) == before
+
+
+@pytest.mark.e2e
+def test_entries_of_an_older_format_are_left_alone(entries, program):
+    """An entry as stanflow wrote it before the cache format was versioned (no
+    record, its key without the format) beside the current one: compiling serves
+    the current entry, loading the old library by its path serves it as it is,
+    and neither touches it."""
+    old = {}
+    for kind in ("exe", "library"):
+        current = entries[kind]
+        manifest = json.loads((current / MANIFEST).read_text())
+        fields = {"name": manifest["name"], "toolchain": manifest["toolchain"],
+                  "cpp_options": manifest.get("cpp_options", {}),
+                  "stanc_options": manifest["stanc_options"]}
+        key = _key_before_formats((current / "tiny.stan").read_text(), **fields)
+        old[kind] = current.parent / key
+        shutil.rmtree(old[kind], ignore_errors=True)
+        shutil.copytree(current, old[kind])
+        for field in (FILES, FORMAT, "created"):
+            del manifest[field]
+        (old[kind] / MANIFEST).write_text(json.dumps({**manifest, "key": key}, indent=2))
+    before = {kind: _snapshot(entry) for kind, entry in old.items()}
+
+    model = compile_model(program)
+    done = _child(LOG_DENSITY, str(old["library"] / "tiny_model.so"), str(Y))
+
+    assert Path(model.exe_file) == entries["exe"] / "tiny"
     assert done.returncode == 0, done.stderr
-    assert NOTICE in done.stderr and "tiny_model.so does not load" in done.stderr
+    assert NOTICE not in done.stderr
     assert json.loads(done.stdout) == pytest.approx(_closed_form_log_density(0.3, 1.7),
                                                     rel=1e-12)
+    assert {kind: _snapshot(entry) for kind, entry in old.items()} == before
+
+
+@pytest.mark.e2e
+def test_library_loaded_by_path_while_another_process_rebuilds_it(entries, program):
+    """One process rebuilds a damaged library entry (from its program) while another
+    loads the library by its path: the second waits for the rebuild, and both
+    evaluate the closed form."""
+    entry = entries["library"]
+    library = entry / "tiny_model.so"
+    os.truncate(library, 0)
+
+    rebuilding = _start(LOG_DENSITY, str(program), str(Y))
+    while entry.exists() and rebuilding.poll() is None:  # until it moves the entry away
+        time.sleep(0.02)
+    assert rebuilding.poll() is None, rebuilding.communicate()[1]
+    loading = _start(LOG_DENSITY, str(library), str(Y))
+    results = [proc.communicate(timeout=900) for proc in (rebuilding, loading)]
+
+    for proc, (stdout, stderr) in zip((rebuilding, loading), results, strict=True):
+        assert proc.returncode == 0, stderr
+        assert json.loads(stdout) == pytest.approx(_closed_form_log_density(0.3, 1.7),
+                                                   rel=1e-12)
+    assert NOTICE in results[0][1] and NOTICE not in results[1][1]  # rebuilt once
     _assert_sound(entry)
 
 

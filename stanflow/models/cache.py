@@ -9,14 +9,20 @@ processes asking for the same entry build it once).
 An entry records what it holds: its manifest ``stanflow.json``, written last,
 gives the size and sha256 of every file in it. An entry is verified before it
 is served (sizes on every call, digests once per process while the files stay
-the same); a damaged or incomplete one is removed and rebuilt once, with a
-warning naming the entry and the fault. The next build of a key removes the
-temporary folders that killed builds of that key left behind.
+the same); a damaged or incomplete one is removed and rebuilt once, under its
+key's lock, with a warning naming the entry and the fault. The next build of a
+key removes the temporary folders that killed builds of that key left behind.
+
+Every key covers :data:`CACHE_FORMAT`, so entries of another format (written
+by another stanflow version sharing the folder) live beside the current ones
+and are never removed or rewritten.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import errno
 import fcntl
 import hashlib
 import json
@@ -25,7 +31,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,22 +39,28 @@ from stanflow.atomic import write_atomic
 from stanflow.toolchain.layout import stanflow_home
 
 PathLike = str | os.PathLike
-Check = Callable[[Path], str | None]
-"""An artefact's own test of an entry: what is wrong with it, or None."""
 
 _log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+CACHE_FORMAT = 2
+"""What an entry holds and how it is checked; part of every key and every manifest.
+
+1: no record of the entry's files (stanflow before it verified entries).
+2: the manifest records the size and sha256 of every file.
+"""
 MANIFEST = "stanflow.json"
 """Each entry's record of what it was built from and what it holds."""
 FILES = "files"
 """The manifest's field recording the entry's files: name -> ``{"size", "sha256"}``."""
+FORMAT = "format"
+"""The manifest's field recording the entry's :data:`CACHE_FORMAT` (absent in format 1)."""
 
 _VERIFIED: set[tuple[Any, ...]] = set()
-"""Fingerprints of entries verified in this process: whether a check ran, their
-path, recorded digests and every file's device, inode and modification time. A
-hit checks sizes only, so loops that ask for an entry do not hash it again."""
+"""Fingerprints of entries verified in this process: their path, recorded
+digests and every file's device, inode and modification time. A hit checks
+sizes only, so loops that ask for an entry do not hash it again."""
 
 
 class CompileError(RuntimeError):
@@ -84,6 +96,9 @@ def cache_key(
 ) -> str:
     """Return the content address of a compiled model.
 
+    The key also covers :data:`CACHE_FORMAT`: a stanflow writing entries of
+    another format uses other keys, so the two never replace each other's.
+
     Parameters
     ----------
     code : str
@@ -109,6 +124,7 @@ def cache_key(
             "toolchain": toolchain,
             "cpp_options": cpp_options,
             "stanc_options": stanc_options,
+            FORMAT: CACHE_FORMAT,
         },
         sort_keys=True,
         default=str,
@@ -116,11 +132,23 @@ def cache_key(
     return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
+@contextlib.contextmanager
+def key_lock(key: str) -> Iterator[None]:
+    """Hold the file lock of cache key ``key``, ``cache_dir()/.locks/<key>.lock``.
+
+    Whoever builds, rebuilds or removes the entry ``key`` holds it meanwhile;
+    a reader that finds the entry missing or unsound takes it to look again
+    once such work is done.
+    """
+    locks = cache_dir() / ".locks"  # one lock file per key, kept out of the listing
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def ensure_entry(
-    key: str,
-    manifest: Mapping[str, Any],
-    build: Callable[[Path], None],
-    check: Check | None = None,
+    key: str, manifest: Mapping[str, Any], build: Callable[[Path], None]
 ) -> Path:
     """Return the cache entry ``key``, verified; build it first if it is missing or unsound.
 
@@ -130,14 +158,11 @@ def ensure_entry(
         From :func:`cache_key`.
     manifest : mapping
         What the entry was built from; written to ``stanflow.json`` with the
-        key, the record of the entry's files and the build time once ``build``
-        succeeds.
+        key, the cache format, the record of the entry's files and the build
+        time once ``build`` succeeds.
     build : callable
         ``build(folder)`` fills an empty temporary folder; it raises on failure,
         and then nothing is left behind.
-    check : callable, optional
-        ``check(entry)``: the artefact's own test of an entry whose files match
-        their record (a library loads, say); returns what is wrong, or None.
 
     Returns
     -------
@@ -147,34 +172,27 @@ def ensure_entry(
     Raises
     ------
     CompileError
-        If an entry just built fails its verification or ``check``; it is
-        removed.
+        If an entry just built fails its verification; it is removed.
     """
     entry = cache_dir() / key
-    if entry.is_dir() and entry_problem(entry, check) is None:
+    if entry.is_dir() and entry_problem(entry) is None:
         return entry
-    entry.parent.mkdir(parents=True, exist_ok=True)
-    locks = entry.parent / ".locks"  # one lock file per key, kept out of the listing
-    locks.mkdir(exist_ok=True)
-    with open(locks / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        _ensure_locked(entry, manifest, build, check)
+    with key_lock(key):
+        _ensure_locked(entry, manifest, build)
     return entry
 
 
-def entry_problem(entry: Path, check: Check | None = None) -> str | None:
+def entry_problem(entry: Path) -> str | None:
     """Say why the cache entry ``entry`` must not be served, or return None if it is sound.
 
-    Sound means: a manifest recording the size and sha256 of its files, every
-    recorded file present with its size and digest, and ``check`` passed. The
-    digests and ``check`` run once per process while the files stay the same.
+    Sound means: a manifest recording the size and sha256 of its files, and
+    every recorded file present with its size and digest. The digests are
+    checked once per process while the files stay the same.
 
     Parameters
     ----------
     entry : pathlib.Path
         An entry folder, ``cache_dir() / key``.
-    check : callable, optional
-        As in :func:`ensure_entry`.
 
     Returns
     -------
@@ -183,31 +201,42 @@ def entry_problem(entry: Path, check: Check | None = None) -> str | None:
     """
     try:
         record = _read_record(entry)
-        fingerprint = (check is not None, *_fingerprint(entry, record))
+        fingerprint = _fingerprint(entry, record)
         if fingerprint not in _VERIFIED:
             _check_digests(entry, record)
-            problem = None if check is None else check(entry)
-            if problem is not None:
-                return problem
             _VERIFIED.add(fingerprint)
     except _Unsound as fault:
         return str(fault)
     return None
 
 
+def of_another_format(entry: Path) -> bool:
+    """Whether the manifest of ``entry`` says it was written in another :data:`CACHE_FORMAT`.
+
+    Such an entry belongs to another stanflow version: it is never checked
+    against this version's rules, removed or rewritten. An entry without a
+    readable manifest is not known to be of another format.
+    """
+    try:
+        manifest = json.loads((entry / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get(FORMAT, 1) != CACHE_FORMAT
+
+
 def _ensure_locked(
-    entry: Path, manifest: Mapping[str, Any], build: Callable[[Path], None], check: Check | None
+    entry: Path, manifest: Mapping[str, Any], build: Callable[[Path], None]
 ) -> None:
     """Serve, rebuild or build ``entry``; call only while holding its key's lock."""
     if entry.is_dir():
-        problem = entry_problem(entry, check)  # another process may have rebuilt it
+        problem = entry_problem(entry)  # another process may have rebuilt it
         if problem is None:
             return
         _log.warning("rebuilding the cache entry %s: %s", entry, problem)
         _discard(entry)
     _remove_leftovers(entry)
     _build(entry, manifest, build)
-    problem = entry_problem(entry, check)
+    problem = entry_problem(entry)
     if problem is not None:
         _discard(entry)
         raise CompileError(f"the cache entry {entry} just built is unusable: {problem}", problem)
@@ -223,19 +252,38 @@ def _build(
         build(tmp)
         record = {
             "key": entry.name,
+            FORMAT: CACHE_FORMAT,
             **manifest,
             FILES: _record_files(tmp),
             "created": datetime.datetime.now(datetime.UTC).isoformat(),
         }
         text = json.dumps(record, indent=2, default=str) + "\n"
         write_atomic(tmp / MANIFEST, lambda path: Path(path).write_text(text))
-        try:
-            os.rename(tmp, entry)
-        except OSError:
-            if not entry.is_dir():
-                raise
+        _install(tmp, entry)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _install(built: Path, entry: Path) -> None:
+    """Rename the folder ``built`` to ``entry``; call only while holding the key's lock.
+
+    Under the lock the entry is absent, unless something that ignores the lock
+    wrote it meanwhile (a copy of a cache, say): that entry is kept if it is
+    sound, else replaced, with a warning; ``built`` is then left in place.
+    """
+    try:
+        os.rename(built, entry)
+        return
+    except OSError as err:
+        if err.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+    problem = entry_problem(entry)
+    if problem is None:
+        return
+    _log.warning("replacing the cache entry %s, written meanwhile without its lock: %s",
+                 entry, problem)
+    _discard(entry)
+    os.rename(built, entry)
 
 
 def _record_files(folder: Path) -> dict[str, dict[str, Any]]:

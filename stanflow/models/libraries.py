@@ -34,6 +34,8 @@ from stanflow.models.cache import (
     check_options,
     ensure_entry,
     entry_problem,
+    key_lock,
+    of_another_format,
 )
 from stanflow.models.templates import origin_note, render_with_origins
 from stanflow.toolchain import installer
@@ -66,7 +68,8 @@ def compile_library(
     and the BridgeStan version the library reports (the installed
     ``bridgestan`` package's, so that it loads without a version warning).
     A cached library is served once its files match the sizes and digests
-    its entry records and it loads; otherwise it is rebuilt, with a warning.
+    its entry records; otherwise it is rebuilt, with a warning. Whether it
+    loads is checked by :func:`load`.
 
     Parameters
     ----------
@@ -151,10 +154,7 @@ def _compile(
             leftover.unlink()
         _log.info("compiled %s in %.1f s", target.name, time.perf_counter() - started)
 
-    def loads(entry: Path) -> str | None:
-        return _load_problem(entry / library)
-
-    return ensure_entry(key, manifest, build, check=loads) / library
+    return ensure_entry(key, manifest, build) / library
 
 
 def load(
@@ -197,8 +197,10 @@ def load(
     ValueError
         If the program rejects the data (a missing variable, a wrong size, a
         failed constraint); the message is Stan's, naming the variable. Also
-        if ``source`` is a library that does not load and is not in the cache
-        (a cached one is rebuilt), or a cache entry too damaged to rebuild.
+        if there is no library at ``source``, if the library does not load
+        (the message is the loader's; a cached library whose files match their
+        record is left as it is, since the cause is then the process or the
+        system), or if its cache entry is too damaged to rebuild.
     """
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
@@ -209,6 +211,7 @@ def load(
         library = compile_library(
             source, slots=slots, include_paths=include_paths, name=name
         )
+    _check_loads(library)
     try:
         # Libraries are content addressed: a path that was loaded before holds
         # the same code, so bridgestan's reload warning does not apply.
@@ -221,26 +224,38 @@ def load(
 
 
 def _served(library: Path) -> Path:
-    """``library`` once it loads; rebuilt first if its cache entry is unsound."""
-    entry = library.absolute().parent
-    if entry.parent.resolve() != cache_dir().resolve() or not entry.is_dir():
-        if not library.is_file():
-            raise ValueError(f"source: no model library at {library}")
-        problem = _load_problem(library)
-        if problem is not None:
-            raise ValueError(f"source: {problem}")
-        return library
-    if entry_problem(entry, check=lambda _: _load_problem(library)) is None:
-        return library
-    return _rebuild(entry)
+    """``library``, once its cache entry is sound; rebuilt first if the entry is unsound.
 
-
-def _rebuild(entry: Path) -> Path:
-    """Build the library of an unsound cache entry again, from the program it holds.
-
-    :func:`ensure_entry` then finds the entry unsound, warns and replaces it.
+    A library outside the cache, or in an entry of another cache format, is
+    served as it is. An entry found missing or unsound is looked at again
+    under its key's lock: another process may be rebuilding it.
     """
-    manifest, code = _recorded_program(entry)
+    entry = _current_entry(library)
+    if entry is None or entry_problem(entry) is None:
+        return library
+    with key_lock(entry.name):  # waits for a rebuild by another process to finish
+        if not entry.is_dir() or entry_problem(entry) is None:
+            return library  # sound now, or gone: _check_loads tells which
+        manifest, code = _recorded_program(entry)
+    return _rebuild(manifest, code)
+
+
+def _current_entry(library: Path) -> Path | None:
+    """The cache entry of the current format ``library`` is in, or None if it is in none."""
+    entry = library.absolute().parent
+    if entry.parent.resolve() != cache_dir().resolve() or of_another_format(entry):
+        return None
+    return entry
+
+
+def _rebuild(manifest: Mapping[str, Any], code: str) -> Path:
+    """Build the library of an unsound cache entry again, from the program it records.
+
+    With the toolchain and BridgeStan the entry was built with, the key is the
+    entry's: :func:`ensure_entry` finds it unsound, warns and replaces it. If
+    either changed since, the program has another key, the library is built
+    (or found) there and the damaged entry is left as it is.
+    """
     provenance = {"source": manifest.get("source"), "slots": manifest.get("slots", {})}
     return _compile(code, [], name=manifest["name"], stanc=manifest["stanc_options"],
                     provenance=provenance)
@@ -263,16 +278,24 @@ def _recorded_program(entry: Path) -> tuple[dict[str, Any], str]:
     return manifest, code
 
 
-def _load_problem(library: Path) -> str | None:
-    """Why the dynamic loader refuses ``library``, or None once it is loaded.
+def _check_loads(library: Path) -> None:
+    """Raise a one-line ValueError naming ``library`` if it is missing or does not load.
 
     bridgestan loads the same path again; the loader then reuses this load.
     """
+    if not library.is_file():
+        raise ValueError(f"source: no model library at {library}")
     try:
         ctypes.CDLL(str(library.absolute().resolve()))
     except OSError as err:
-        return f"{library.name} does not load ({err})"
-    return None
+        cause = (
+            "; its files match its cache entry's record, so the cause is this process or "
+            "system (a memory limit, a changed system library, another host), and the entry "
+            "is left as it is"
+        ) if _current_entry(library) else ""
+        raise ValueError(
+            f"source: the model library {library} does not load: {err}{cause}"
+        ) from None
 
 
 def _stanc_flag(key: str, value: Any) -> str:
