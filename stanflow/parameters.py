@@ -134,8 +134,8 @@ def values_in_order(given: Any, argument: str) -> tuple[Any, ...]:
     A list, a tuple or a one-dimensional array is taken in order. Strings,
     numbers, sets, iterators and arrays of another shape are refused: a number
     alone is not a parameter vector (``[0.5]`` is), a set has no order, an
-    iterator would be used up, and a mapping-like object (a ``pandas.Series``)
-    must be passed by name.
+    iterator would be used up, and a ``pandas.Series`` must be passed as a
+    mapping (``dict(series)``), by name.
     """
     if isinstance(given, np.ndarray) and given.ndim == 1:
         return tuple(given)
@@ -249,13 +249,9 @@ def check_vector(
     owner = Path(path).name
     values = () if values is None else values
     if declared is None:
-        if isinstance(values, Mapping) and values:
-            raise TypeError(
-                f"{argument}: {owner} declares no parameter names (a `// params:` line), "
-                "so its values go in order: pass a list, or declare the names to pass "
-                "them by name"
-            )
-        values = values_in_order([] if isinstance(values, Mapping) else values, argument)
+        if isinstance(values, Mapping):  # keyword values: in the order given
+            values = list(values.values())
+        values = values_in_order(values, argument)
         declared = tuple(Parameter(f"{k + 1}") for k in range(len(values)))
     return bind(declared, values, argument, owner, qualified=True)
 

@@ -149,7 +149,8 @@ def test_ctrl_c_keeps_the_finished_runs_and_resume_completes_the_rest(
     assert {r.status for r in records.values()} == {"ok"}
     message = (
         f"stanflow.outdir.Interrupted: interrupted; kept {len(kept)} finished runs of {RUNS} "
-        f"in {folder}; resume with: stanflow.runs.resume('{folder}') or the same call again"
+        f"in {folder}; resume with: stanflow.runs.resume('{folder}'), or the same call again "
+        "with the same seed and out_dir"
     )
     err = done.stderr
     assert err.splitlines()[-1] == message

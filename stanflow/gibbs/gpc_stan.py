@@ -25,6 +25,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -151,9 +152,9 @@ class StanGibbs:
             The runs' summed sampling time.
         """
         runset = RunSet(self.model, specs, out_dir=self.root / name, root_seed=seed)
-        runs = runset.run(self.backend.executor, progress=self.backend.progress)
         try:
-            failed = [r.index for r in runs if not r.ok]
+            with closing(runset.run(self.backend.executor, progress=self.backend.progress)) as runs:
+                failed = [r.index for r in runs if not r.ok]
         except Interrupted:
             if self.own:  # the folder is removed at the end: nothing is kept to resume
                 raise KeyboardInterrupt from None

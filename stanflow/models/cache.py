@@ -47,8 +47,9 @@ _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 CACHE_FORMAT = 2
 """What an entry holds and how it is checked; part of every key and every manifest.
 
-1: no record of the entry's files (stanflow before it verified entries).
-2: the manifest records the size and sha256 of every file.
+1: a manifest without ``"format"`` (stanflow before it versioned its keys; some of
+   these record their files, none is checked).
+2: the manifest records the format and the size and sha256 of every file.
 """
 MANIFEST = "stanflow.json"
 """Each entry's record of what it was built from and what it holds."""

@@ -290,8 +290,8 @@ def _check_loads(library: Path) -> None:
     except OSError as err:
         cause = (
             "; its files match its cache entry's record, so the cause is this process or "
-            "system (a memory limit, a changed system library, another host), and the entry "
-            "is left as it is"
+            "system (a memory limit, a changed system library, another host); the entry "
+            f"is left as it is: remove {library.parent} to compile it again"
         ) if _current_entry(library) else ""
         raise ValueError(
             f"source: the model library {library} does not load: {err}{cause}"

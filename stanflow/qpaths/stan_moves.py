@@ -25,6 +25,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -245,15 +246,16 @@ def nuts_transitions(
     moved = np.empty((len(inits), len(columns)))
     accept = np.empty(len(inits))
     seconds = 0.0
-    for result in runset.run(progress=False):
-        if not result.ok:
-            raise RuntimeError(
-                f"NUTS move of particle {result.index} {where} ended with "
-                f"{result.status}: {result.message}"
-            )
-        draws = result.draws()
-        names = list(draws.names)
-        moved[result.index] = draws.values[0, -1, [names.index(c) for c in columns]]
-        accept[result.index] = draws.values[0, :, names.index("accept_stat__")].mean()
-        seconds += result.wall_time
+    with closing(runset.run(progress=False)) as results:
+        for result in results:
+            if not result.ok:
+                raise RuntimeError(
+                    f"NUTS move of particle {result.index} {where} ended with "
+                    f"{result.status}: {result.message}"
+                )
+            draws = result.draws()
+            names = list(draws.names)
+            moved[result.index] = draws.values[0, -1, [names.index(c) for c in columns]]
+            accept[result.index] = draws.values[0, :, names.index("accept_stat__")].mean()
+            seconds += result.wall_time
     return moved, float(accept.mean()), seconds

@@ -13,6 +13,7 @@ outputs are read and written in place (see ``docs/runs.md`` for why).
 
 from __future__ import annotations
 
+import logging
 import os
 import queue
 import threading
@@ -27,6 +28,8 @@ from typing import Any
 from stanflow.runs.arguments import is_int
 from stanflow.runs.batch import run_chunk, run_chunk_collect
 from stanflow.runs.jobs import Chunk, Outcome
+
+logger = logging.getLogger("stanflow.runs")
 
 
 class Executor(ABC):
@@ -263,12 +266,17 @@ class DaskExecutor(Executor):
 
     def stop(self) -> None:
         running = [] if self._pending is None else list(self._pending.futures)
-        if running:
-            self._event(self._stop_name, client=self._client).set()
-        for future in running:
-            future.cancel()
         self._pending = None
         self._chunks = {}
+        # best effort: a scheduler that cannot be reached (a reason to press
+        # Ctrl-C) must not turn the stop into a network error
+        try:
+            if running:
+                self._event(self._stop_name, client=self._client).set()
+            for future in running:
+                future.cancel()
+        except (OSError, TimeoutError) as error:
+            logger.warning("could not stop the Dask tasks of this run set: %s", error)
 
 
 def missing_paths(paths: Sequence[str]) -> list[str]:

@@ -16,7 +16,7 @@ import os
 import shutil
 import uuid
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,7 +220,7 @@ class RunSet:
         timeout: float | None = None,
         chunk_size: int | None = None,
         progress: bool = True,
-    ) -> Iterator[RunResult]:
+    ) -> Generator[RunResult, None, None]:
         """Run what is not done yet; yield each run's result as it finishes.
 
         Runs already done (an ``ok`` record in the manifest and their files
@@ -259,7 +259,7 @@ class RunSet:
             running processes are killed, the finished runs stay recorded, and
             the message says how many and how to resume, e.g. ``interrupted;
             kept 37 finished runs of 200 in DIR; resume with:
-            stanflow.runs.resume('DIR') or the same call again``.
+            stanflow.runs.resume('DIR'), or the same call again with the same seed and out_dir``.
         """
         if not is_int(retries) or retries < 0:
             raise ValueError(f"retries must be an int >= 0, got {retries!r}")
@@ -361,7 +361,7 @@ class RunSet:
         timeout: float | None,
         chunk_size: int | None,
         progress: bool,
-    ) -> Iterator[RunResult]:
+    ) -> Generator[RunResult, None, None]:
         folder, plan = self._folder, self._plan
         with _folder_lock(folder):
             records = read_manifest(folder)
@@ -405,8 +405,11 @@ class RunSet:
         ) as bar:
             for outcome in executor.outcomes():
                 run = self._plan.runs[outcome.index]
-                record = manifest.append(outcome)
+                # out of `running` first: an interrupt between the two lines then
+                # leaves an unrecorded run (redone later), never a recorded run
+                # whose console the clean-up would delete
                 del session.running[run.index]
+                record = manifest.append(outcome)
                 if not session.final(outcome):
                     self._retry(executor, run, outcome, session)
                     continue
@@ -424,7 +427,10 @@ class RunSet:
     def _interrupted(self) -> Interrupted:
         """Ctrl-C's one line: the runs done and kept in the folder, and how to resume."""
         done = len(self) - len(self.missing())
-        command = f"stanflow.runs.resume({str(self._folder)!r}) or the same call again"
+        command = (
+            f"stanflow.runs.resume({str(self._folder)!r}), or the same call again with the "
+            "same seed and out_dir"
+        )
         return Interrupted(self._folder, command, done, unit="run", total=len(self))
 
     def _retry(

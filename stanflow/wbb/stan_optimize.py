@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -157,7 +158,12 @@ def optimize_draws(
     folder = Path(tempfile.mkdtemp(prefix="wbb-optimize-")) if out_dir is None else Path(out_dir)
     try:
         runset = RunSet(model, specs, out_dir=folder, root_seed=0)
-        results = sorted(runset.run(executor, progress=progress), key=lambda r: r.index)
+        # run what is not done yet (all of it in a new folder), then read every
+        # run by index: a call resumed after an interrupt gets all B draws
+        deque(runset.run(executor, progress=progress), maxlen=0)
+        results = runset.results()
+        if [r.index for r in results] != list(range(len(specs))):
+            raise RuntimeError(f"the run set in {folder} lacks results for some draws")
         return _collect(results, p, fit_intercept)
     except Interrupted:
         if out_dir is None:  # the folder is removed below: nothing is kept to resume
