@@ -148,7 +148,8 @@ def test_ctrl_c_keeps_the_finished_runs_and_resume_completes_the_rest(
     assert 0 < len(kept) < RUNS, "the interrupt should land mid-way"
     assert {r.status for r in records.values()} == {"ok"}
     message = (
-        f"stanflow.outdir.Interrupted: interrupted; kept {len(kept)} finished runs of {RUNS} "
+        f"stanflow.outdir.Interrupted: interrupted; kept {len(kept)} finished "
+        f"run{'' if len(kept) == 1 else 's'} of {RUNS} "
         f"in {folder}; resume with: stanflow.runs.resume('{folder}'), or the same call again "
         "with the same seed and out_dir"
     )
@@ -262,7 +263,7 @@ def test_a_method_s_run_set_says_kept_only_where_its_folder_stays(
     if kept:
         assert isinstance(stopped.value, outdir.Interrupted)
         assert re.fullmatch(
-            rf"interrupted; kept \d+ finished runs of 21 in {re.escape(str(out_dir))}; "
+            rf"interrupted; kept \d+ finished runs? of 21 in {re.escape(str(out_dir))}; "
             r"resume with: .*",
             str(stopped.value),
         )
