@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import logging
 import os
 import shlex
 import shutil
@@ -166,7 +167,13 @@ def hold(folder: Path, wait: bool = False) -> Iterator[None]:
 
 
 def interrupted_text(interrupt: KeyboardInterrupt, folder: Path) -> str:
-    """The line for Ctrl-C: an :class:`Interrupted`'s, else (the run had not begun) its own."""
+    """The line for Ctrl-C: an :class:`Interrupted`'s, else (the run had not begun) its own.
+
+    It mutes cmdstanpy's log first: after Ctrl-C, cmdstanpy's chain threads
+    report the chains the interrupt stopped ("CmdStan error: code '-2'"), which
+    would otherwise print after the one line that says what was kept.
+    """
+    logging.getLogger("cmdstanpy").disabled = True
     if isinstance(interrupt, Interrupted):
         return str(interrupt)
     return f"interrupted before the run started; nothing written to {folder}"
