@@ -31,8 +31,7 @@ import numpy as np
 from _common import RESULTS_DIR, machine_info, print_table, write_results
 
 from stanflow.gibbs import StanBackend, TemplateProgram, calibrate_gpc, linear_program
-from stanflow.gibbs.path import LearningRatePath
-from stanflow.gibbs.path_gpc import path_gpc
+from stanflow.gibbs.path import LearningRatePath, path_gpc
 from stanflow.gibbs.templates import glm_minimiser
 from stanflow.losses import loss_function
 

@@ -49,6 +49,7 @@ from stanflow.models import (
     program_path,
 )
 from stanflow.qpaths.annealing import smc
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import LogisticTarget, load_uci
 from stanflow.qpaths.stan_density import StanLogDensity
 
@@ -95,7 +96,7 @@ def smc_run(
 ) -> tuple[float, np.ndarray]:
     start = time.perf_counter()
     group = smc(target.log_pi0, target.sample_pi0, log_pi1, q=1.0, n_particles=n,
-                n_moves=1, schedule=schedule, n_runs=2, seed=seed).smc
+                n_moves=1, moves=rwm_moves, schedule=schedule, n_runs=2, seed=seed).smc
     return (time.perf_counter() - start) / 2, group.log_z.values
 
 

@@ -36,6 +36,7 @@ from threadpoolctl import threadpool_limits
 
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.choose_q import heuristic_q
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import load_uci
 
 LOG_Z = -391.494
@@ -53,6 +54,7 @@ def one_run(target, q: float, schedule, n: int, seed: int) -> dict:
         q=q,
         n_particles=n,
         n_moves=1,
+        moves=rwm_moves,
         schedule=schedule,
         n_runs=2,
         seed=seed,

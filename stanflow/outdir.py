@@ -2,8 +2,8 @@
 
 :func:`prepare` creates the folder and checks, before any long work, that a
 file can be written there and that :data:`MIN_FREE_BYTES` are free.
-:func:`hold` locks the folder for one run (``fcntl.flock`` on
-:data:`LOCK_FILE` inside it, which records the holder's pid, host and
+:func:`hold` locks the folder for one run (:func:`stanflow.locks.file_lock`
+on :data:`LOCK_FILE` inside it, which records the holder's pid, host and
 command): a second run into the folder is refused at once, naming the holder,
 or waits for it. A run stopped by Ctrl-C or by a write the disk refused ends
 in :class:`Interrupted` or :class:`RunFailed`, whose message is one line
@@ -14,7 +14,6 @@ written atomically (:mod:`stanflow.atomic`), so what it keeps is complete.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import logging
 import os
@@ -23,13 +22,14 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from stanflow.atomic import WriteError, size_text
+from stanflow.locks import file_lock
 
 MIN_FREE_BYTES = 64 * 10**6
 """Free space a run needs in its folder before it starts (each file is checked again)."""
@@ -155,15 +155,11 @@ def hold(folder: Path, wait: bool = False) -> Iterator[None]:
         If another process holds the folder and ``wait`` is false; the message
         names its pid, host and command.
     """
-    path = Path(folder) / LOCK_FILE
-    fd = _lock(path, wait)
-    try:
-        _record_holder(path)
+    folder = Path(folder)
+    with file_lock(
+        folder / LOCK_FILE, on_busy=_on_busy(folder, wait), holder=_holder_record, remove=True
+    ):
         yield
-    finally:
-        with suppress(OSError):
-            path.unlink()  # before the unlock: a waiting run then locks a new file
-        os.close(fd)
 
 
 def interrupted_text(interrupt: KeyboardInterrupt, folder: Path) -> str:
@@ -202,59 +198,39 @@ def _hidden(relative: Path) -> bool:
     return any(part.startswith(".") for part in relative.parts)
 
 
-def _lock(path: Path, wait: bool) -> int:
-    """A descriptor of ``path`` holding its exclusive lock; ``path`` is still that file."""
-    while True:
-        fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)  # read-only: the disk may turn so
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = _holder_text(fd)
-                if not wait:
-                    raise FolderBusy(
-                        path.parent,
-                        f"in use by {holder}; wait for it to end (--wait) or choose another --out",
-                    ) from None
-                print(f"stanflow: waiting for {holder} to release {path.parent}", file=sys.stderr)
-                fcntl.flock(fd, fcntl.LOCK_EX)
-            if _is_current(fd, path):
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)  # the holder removed it as it ended: lock the file now there
+def _on_busy(folder: Path, wait: bool) -> Callable[[str], None]:
+    """What a run does when another holds ``folder``: refuse, naming the holder, or wait."""
+
+    def busy(record: str) -> None:
+        holder = _holder_text(record)
+        if not wait:
+            raise FolderBusy(
+                folder,
+                f"in use by {holder}; wait for it to end (--wait) or choose another --out",
+            )
+        print(f"stanflow: waiting for {holder} to release {folder}", file=sys.stderr)
+
+    return busy
 
 
-def _is_current(fd: int, path: Path) -> bool:
-    """Whether ``path`` still names the file open as ``fd``."""
-    try:
-        named = os.stat(path)
-    except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
-
-
-def _record_holder(path: Path) -> None:
-    """Write who holds the lock into its file: pid, host, command, start time."""
+def _holder_record() -> str:
+    """Who holds the lock, for its file: pid, host, command, start time (one JSON line)."""
     record = {
         "pid": os.getpid(),
         "host": socket.gethostname(),
         "command": shlex.join(sys.argv),
         "started": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    with suppress(OSError):  # the lock holds without it; a refused run then names no holder
-        path.write_text(json.dumps(record) + "\n")
+    return json.dumps(record) + "\n"
 
 
-def _holder_text(fd: int) -> str:
-    """``pid 123 on host h (since ...): command``, from the lock file open as ``fd``."""
+def _holder_text(record: str) -> str:
+    """``pid 123 on host h (since ...): command``, from the lock file's ``record``."""
     try:
-        record: dict[str, Any] = json.loads(os.pread(fd, 65536, 0))
+        holder: dict[str, Any] = json.loads(record)
         return (
-            f"pid {record['pid']} on {record['host']} (since {record['started']}): "
-            f"{record['command']}"
+            f"pid {holder['pid']} on {holder['host']} (since {holder['started']}): "
+            f"{holder['command']}"
         )
     except (ValueError, KeyError, TypeError):  # written this instant, or not by stanflow
         return "another process"

@@ -1,9 +1,10 @@
 """stanflow.gibbs's public API: names importable from the package and from their modules,
-calibrations named ``calibrate_<method>``, and no exported name that hides a module of the
-package."""
+calibrations named ``calibrate_<method>``, no exported name that hides a module of the
+package or of its subpackages, and no import cycle among its modules."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
 from pathlib import Path
@@ -18,15 +19,18 @@ PUBLIC = {
     "templates": ["TemplateProgram", "location_program", "linear_program"],
     "plugin": ["calibrate_plugin"],
     "information": ["calibrate_holmes_walker"],
-    "gpc": ["calibrate_gpc", "GridBackend"],
-    "gpc_stan": ["StanBackend"],
+    "gpc.algorithm": ["calibrate_gpc"],
+    "gpc.grid_backend": ["GridBackend"],
+    "gpc.stan_backend": ["StanBackend"],
     "safebayes": ["calibrate_safebayes", "calibrate_safebayes_conjugate"],
     "safebayes_averaging": ["calibrate_safebayes_averaged"],
-    "path_calibration": ["calibrate_path"],
-    "path": ["LearningRatePath", "gibbs_path"],
+    "path.calibration": ["calibrate_path"],
+    "path.sweep": ["LearningRatePath", "gibbs_path"],
     "priors": ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"],
     "sampling": ["posterior"],
 }
+SUBPACKAGES = ("gpc", "path")
+GIBBS = Path(gibbs_package.__file__).parent
 
 
 @pytest.mark.parametrize("module, names", list(PUBLIC.items()))
@@ -58,21 +62,90 @@ def test_every_exported_name_exists_and_calibrations_share_one_family():
 
 def test_no_exported_name_is_a_module_name():
     modules = {info.name for info in pkgutil.iter_modules(gibbs_package.__path__)}
-    assert {"gpc", "gpc_stan", "safebayes", "plugin", "information"} <= modules
+    assert {"gpc", "path", "safebayes", "plugin", "information"} <= modules
     assert not modules & set(gibbs_package.__all__)
-    # the modules, not functions of the same name
-    for name in ("gpc", "safebayes"):
+    # the modules and subpackages, not functions of the same name
+    for name in ("gpc", "path", "safebayes"):
         assert importlib.import_module(f"stanflow.gibbs.{name}") is getattr(
             gibbs_package, name
         )
 
 
-def test_the_stan_backend_of_gpc_is_its_own_module_without_an_import_cycle():
-    gpc = importlib.import_module("stanflow.gibbs.gpc")
-    stan = importlib.import_module("stanflow.gibbs.gpc_stan")
+@pytest.mark.parametrize("name", SUBPACKAGES)
+def test_a_subpackage_exports_its_modules_objects_and_hides_no_module(name):
+    package = importlib.import_module(f"stanflow.gibbs.{name}")
+    modules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    assert package.__all__
+    assert not modules & set(package.__all__)
+    for symbol in package.__all__:
+        value = getattr(package, symbol)
+        home = importlib.import_module(value.__module__)
+        assert home.__name__.startswith(f"stanflow.gibbs.{name}."), symbol
+        assert getattr(home, symbol) is value, symbol
+
+
+def test_the_stan_backend_of_gpc_is_its_own_module():
+    algorithm = importlib.import_module("stanflow.gibbs.gpc.algorithm")
+    stan = importlib.import_module("stanflow.gibbs.gpc.stan_backend")
     for name in ("StanGibbs", "StanBackend", "stan_evaluator", "reweight_evaluator",
                  "resample_evaluator"):
-        assert getattr(stan, name).__module__ == "stanflow.gibbs.gpc_stan", name
+        assert getattr(stan, name).__module__ == "stanflow.gibbs.gpc.stan_backend", name
     for name in ("reweight_evaluator", "resample_evaluator", "StanGibbs"):
-        assert not hasattr(gpc, name)
-    assert "stanflow.gibbs.gpc " not in Path(stan.__file__).read_text()  # gpc_stan never imports gpc
+        assert not hasattr(algorithm, name)
+
+
+def _module_name(file: Path) -> str:
+    parts = file.relative_to(GIBBS.parent.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(file: Path, name: str, known: set[str]) -> set[str]:
+    """The stanflow.gibbs modules ``file`` imports, at module level or inside functions.
+
+    Importing ``a.b.c`` also runs ``a.b/__init__.py`` unless ``a.b`` is being
+    imported already, as a package that holds the importer.
+    """
+    package = name if file.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(file.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
+    holders = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 2)}
+    with_parents = set(found)
+    for module in found:
+        parts = module.split(".")
+        with_parents.update(".".join(parts[:i]) for i in range(1, len(parts)))
+    return {m for m in with_parents if m in known and m not in holders}
+
+
+def test_no_import_cycle_among_the_modules_even_inside_functions():
+    files = {_module_name(f): f for f in GIBBS.rglob("*.py")}
+    assert {"stanflow.gibbs.gpc.algorithm", "stanflow.gibbs.path.sweep"} <= set(files)
+    graph = {name: _imports(file, name, set(files)) for name, file in files.items()}
+    done: set[str] = set()
+
+    def visit(module: str, trail: list[str]) -> None:
+        if module in trail:
+            cycle = [*trail[trail.index(module):], module]
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+        if module in done:
+            return
+        for imported in sorted(graph[module]):
+            visit(imported, [*trail, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_no_module_of_the_package_is_over_500_lines():
+    long = {str(f.relative_to(GIBBS)): n for f in GIBBS.rglob("*.py")
+            if (n := len(f.read_text().splitlines())) > 500}
+    assert not long

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from stanflow.gibbs import GridBackend, StanBackend, linear_program, location_program
-from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, converged, update
+from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, draws_coverage
+from stanflow.gibbs.gpc.algorithm import converged, update
 from stanflow.gibbs.information import calibrate_holmes_walker, omega_from_traces
 from stanflow.gibbs.loss_terms import python_terms
 from stanflow.gibbs.plugin import (
@@ -16,7 +17,6 @@ from stanflow.gibbs.plugin import (
     sensitivity_from_terms,
     variability_from_terms,
 )
-from stanflow.gibbs.regions import draws_coverage
 from stanflow.gibbs.safebayes import calibrate_safebayes_conjugate, sequential_losses
 
 OMEGA_STAR_MEDIAN = 0.6266  # 2 f(m) for Gamma(2, 1)

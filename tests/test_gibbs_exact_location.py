@@ -11,14 +11,14 @@ from scipy import integrate, stats
 from stanflow.gibbs import GridBackend, location_program
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
 from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc
-from stanflow.gibbs.gpc_fixed_point import (
+from stanflow.gibbs.gpc.fixed_point import (
     bootstrap_count,
     bootstrap_counts,
     fixed_points,
     gpc_fixed_points,
     plateau_end,
 )
-from stanflow.gibbs.reweighting import resample_counts
+from stanflow.gibbs.gpc.reweighting import resample_counts
 
 
 def _quad_cdf(loss, x, lower, upper, knots):

@@ -33,17 +33,18 @@ from stanflow.gibbs import (
     location_program,
     log_prior_on_grid,
 )
-from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc, grid_coverage
-from stanflow.gibbs.path import LearningRatePath, gibbs_path
-from stanflow.gibbs.path_gpc import find_root, path_gpc, region_statistic
-from stanflow.gibbs.path_read import cdf, reweight
-from stanflow.gibbs.plugin import location_estimate
-from stanflow.gibbs.reweighting import (
+from stanflow.gibbs.box import LOGIT_LIMIT
+from stanflow.gibbs.gpc import bootstrap_indices, calibrate_gpc
+from stanflow.gibbs.gpc.grid_backend import grid_coverage
+from stanflow.gibbs.gpc.reweighting import (
     ellipsoid_coverage,
     interval_coverage,
     normalise,
     resample_counts,
 )
+from stanflow.gibbs.path import LearningRatePath, PathTarget, cdf, gibbs_path, path_gpc, reweight
+from stanflow.gibbs.path.gpc_root import Evaluation, find_root, region_statistic
+from stanflow.gibbs.plugin import location_estimate
 from stanflow.losses import Loss, get_loss, loss_function
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("cmdstan")]
@@ -225,8 +226,6 @@ def test_find_root_brackets_a_step_function():
 
     class Count:
         def __call__(self, omega):
-            from stanflow.gibbs.path_gpc import Evaluation
-
             return Evaluation(omega, int(np.sum(switches > omega)), 0.0, 1.0, 1.0, 0, 0)
 
     for start in (0.05, 1.0, 5.0):
@@ -343,8 +342,6 @@ def test_a_loss_objects_numpy_value_is_checked_when_its_program_is_made():
 
 
 def test_only_bounded_coordinates_are_clipped_on_the_unconstrained_scale():
-    from stanflow.gibbs.path_target import LOGIT_LIMIT, PathTarget
-
     y = np.random.default_rng(0).normal(size=20)
     X = np.column_stack([np.ones(20), y])
     program = linear_program(y, X, loss="squared", prior="normal",

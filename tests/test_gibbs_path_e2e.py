@@ -13,9 +13,7 @@ import pytest
 
 from stanflow import arviz_compat
 from stanflow.gibbs import grid, location_program
-from stanflow.gibbs.path import LearningRatePath, gibbs_path
-from stanflow.gibbs.path_calibration import calibrate_path
-from stanflow.gibbs.path_read import cdf, reweight
+from stanflow.gibbs.path import LearningRatePath, calibrate_path, cdf, gibbs_path, reweight
 from stanflow.gibbs.templates import LOSS_SIGNATURE
 from stanflow.losses import get_loss, loss_function
 from stanflow.models import CompileError

@@ -7,9 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from stanflow.gibbs import reweighting
-from stanflow.gibbs.gpc import bootstrap_indices
-from stanflow.gibbs.regions import draws_coverage
+from stanflow.gibbs.gpc import bootstrap_indices, draws_coverage, reweighting
 
 
 def test_resample_counts_match_bincount():

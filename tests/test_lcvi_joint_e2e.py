@@ -26,7 +26,7 @@ from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
 from stanflow.lcvi import run_lcvi_joint
-from stanflow.lcvi.joint import joint_model
+from stanflow.lcvi.joint_optimiser import joint_model
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.problem import eight_schools, normal_mean
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
@@ -169,13 +169,13 @@ def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
 def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
     cmdstan, tmp_path, monkeypatch
 ):
-    from stanflow.lcvi import joint
+    from stanflow.lcvi import joint_optimiser
 
     problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
     options = {"scale": M, "iter": 300, "record_every": 100, "average": 0.5,
                "outcomes": "fixed", "seed": 5}
     whole = run_lcvi_joint(problem, "check", tau=TAU, **options)
-    calls, gradient = [], joint.log_density_gradient_rows
+    calls, gradient = [], joint_optimiser.log_density_gradient_rows
 
     def crashing(*args, **kwargs):
         calls.append(1)
@@ -183,7 +183,7 @@ def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
             raise KeyboardInterrupt
         return gradient(*args, **kwargs)
 
-    monkeypatch.setattr(joint, "log_density_gradient_rows", crashing)
+    monkeypatch.setattr(joint_optimiser, "log_density_gradient_rows", crashing)
     with pytest.raises(KeyboardInterrupt):
         run_lcvi_joint(problem, "check", tau=TAU, checkpoint=tmp_path, checkpoint_every=70,
                        **options)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stanflow.lcvi.joint import joint_model
+from stanflow.lcvi.joint_optimiser import joint_model
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.mf_minibatch import (
     BatchCells,

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from stanflow.lcvi import normal_mean, run_lcvi, stan_loss
+from stanflow.lcvi.mixture_nodes import noise_nodes
 from stanflow.lcvi.numeric_decisions import (
     XTOL,
     bayes_decisions,
     loss_values,
     mixture_decisions,
-    noise_nodes,
     resolve_loss,
 )
 from stanflow.losses import bound_loss

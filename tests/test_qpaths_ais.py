@@ -1,5 +1,5 @@
-"""AIS with HMC along q-paths and the BDMC sandwich (stanflow.qpaths.bdmc), the NumPy
-VAE (stanflow.qpaths.vae) and the workflow qpaths-ais.
+"""AIS with HMC along q-paths (stanflow.qpaths.latent_ais) and the BDMC sandwich
+(stanflow.qpaths.bdmc), the NumPy VAE (stanflow.qpaths.vae) and the workflow qpaths-ais.
 
 Independent truths: a linear-Gaussian latent model, whose ``log p(x)`` is the
 log density of ``N(b, A A' + sigma^2 I)``, and a Bernoulli decoder with a
@@ -21,16 +21,18 @@ from threadpoolctl import threadpool_limits
 from stanflow.qpaths import vae
 from stanflow.qpaths.bdmc import (
     LatentModel,
-    Point,
     bdmc_sandwich,
     forward_ais,
+    reverse_ais,
+    tune_step_size,
+)
+from stanflow.qpaths.latent_ais import (
+    Point,
     hmc_move,
     linear_schedule,
     log_standard_normal,
     qpath_point,
-    reverse_ais,
     target_weight,
-    tune_step_size,
 )
 from stanflow.qpaths.qmath import log_qpath
 

@@ -43,7 +43,7 @@ def test_moves_keep_the_target_and_forget_the_start():
     # Exact target draws, every one repeated 4 times (as after resampling).
     z = np.repeat(MU + SIGMA * rng.standard_normal((2000, 3)), 4, axis=0)
     start = evaluate(z, log_pi0, log_pi1)
-    moved, acceptance = gaussian_independence_moves(
+    moved, (acceptance, _) = gaussian_independence_moves(
         rng, start, 1.0, 1.0, log_pi0, log_pi1, 3
     )
     n = len(z)

@@ -57,7 +57,7 @@ def test_nuts_moves_keep_the_intermediate_distribution(model, q, tmp_path):
     mean = np.sum(x * density) / density.sum()
     var = np.sum((x - mean) ** 2 * density) / density.sum()
     moves = StanMoves(model, DATA, work_dir=tmp_path)
-    moved, accept = moves(
+    moved, (accept, _) = moves(
         rng, evaluate(start, log_pi0, log_pi1), beta, q, log_pi0, log_pi1, 2
     )
     assert 0.5 < accept <= 1

@@ -40,6 +40,7 @@ from stanflow.gibbs import grid
 from stanflow.lcvi import normal_mean, run_lcvi
 from stanflow.losses import loss_function
 from stanflow.qpaths.annealing import smc
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.stan_density import stan_log_density
 from stanflow.wbb.inprocess import wbb_glm_inprocess
 from stanflow.workflows import main, write_text
@@ -171,7 +172,7 @@ def qpath_part(target_file: Path, quick: bool) -> dict:
         return 2.0 * rng.standard_normal((n, 2))
 
     group = smc(log_pi0, sample_pi0, target, q=1.0, n_particles=1000 if quick else 5000,
-                n_moves=3, n_runs=4, seed=SEED).smc
+                n_moves=3, moves=rwm_moves, n_runs=4, seed=SEED).smc
     return {
         "log_z": float(group.attrs["log_z"]),
         "log_z_se": float(group.attrs["log_z_se"]),

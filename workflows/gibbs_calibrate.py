@@ -99,7 +99,7 @@ def median_example(rng: np.random.Generator, replications: int, B: int) -> xr.Da
 def quantreg_example(rng: np.random.Generator, replications: int, B: int) -> xr.Dataset:
     """Plug-in, Holmes-Walker and Stan GPC omegas on R quantile regressions, and
     the coverage of the true coefficients (2, 1) by each method's Gibbs posterior."""
-    from stanflow.gibbs.regions import draws_coverage
+    from stanflow.gibbs.gpc import draws_coverage
     from stanflow.gibbs.templates import glm_minimiser
     from stanflow.runs import RunSet, RunSpec
 

@@ -48,7 +48,7 @@ from scipy.special import erf
 
 from stanflow import arviz_compat
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments
-from stanflow.gibbs.gpc_fixed_point import BRACKET, plateau_end
+from stanflow.gibbs.gpc.fixed_point import BRACKET, plateau_end
 from stanflow.idata import save
 from stanflow.workflows import main, save_figure
 

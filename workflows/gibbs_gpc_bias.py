@@ -3,7 +3,7 @@
 Syring and Martin's calibration (GPC) chooses the learning rate at which the
 bootstrap coverage ``c_B(omega)`` of the full-data estimate is ``1 - alpha``.
 Whatever its steps, the algorithm can at best reach that fixed point
-(``stanflow.gibbs.gpc_fixed_point``: exact posteriors, the plateau where 190 of
+(``stanflow.gibbs.gpc.fixed_point``: exact posteriors, the plateau where 190 of
 B = 200 resamples cover, found by bisection). Here the fixed point is measured
 over replications, as a property of GPC:
 
@@ -52,7 +52,7 @@ from scipy import optimize, stats
 
 from stanflow import arviz_compat
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
-from stanflow.gibbs.gpc_fixed_point import (
+from stanflow.gibbs.gpc.fixed_point import (
     BRACKET,
     bootstrap_count,
     bootstrap_counts,

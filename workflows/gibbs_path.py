@@ -55,10 +55,9 @@ from stanflow.gibbs import (
     location_program,
     posterior,
 )
-from stanflow.gibbs.gpc import bootstrap_indices, grid_coverage
-from stanflow.gibbs.path_calibration import calibrate_path
-from stanflow.gibbs.path_figure import plot_path
-from stanflow.gibbs.path_read import cdf, reweight, weighted_quantile
+from stanflow.gibbs.gpc import bootstrap_indices
+from stanflow.gibbs.gpc.grid_backend import grid_coverage
+from stanflow.gibbs.path import calibrate_path, cdf, plot_path, reweight, weighted_quantile
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.gibbs.templates import glm_minimiser
 from stanflow.idata import save

@@ -88,7 +88,7 @@ from stanflow.lcvi import (
     run_lcvi,
     run_lcvi_joint,
 )
-from stanflow.lcvi.joint import joint_model
+from stanflow.lcvi.joint_optimiser import joint_model
 from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,

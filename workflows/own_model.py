@@ -72,8 +72,8 @@ from stanflow.gibbs import (
     gibbs_path,
     posterior,
 )
-from stanflow.gibbs.path_read import reweight
-from stanflow.gibbs.reweighting import ellipsoid_coverage
+from stanflow.gibbs.gpc.reweighting import ellipsoid_coverage
+from stanflow.gibbs.path import reweight
 from stanflow.runs import LocalExecutor
 from stanflow.wbb import wbb_program
 from stanflow.workflows import Pieces, main, run_parallel, save_figure, write_text

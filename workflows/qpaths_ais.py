@@ -68,15 +68,10 @@ from threadpoolctl import ThreadpoolController
 from stanflow.idata import save_dataset
 from stanflow.models import program_path
 from stanflow.qpaths import vae
-from stanflow.qpaths.bdmc import (
-    bdmc_sandwich,
-    forward_ais,
-    linear_schedule,
-    log_standard_normal,
-    tune_step_size,
-)
+from stanflow.qpaths.bdmc import bdmc_sandwich, forward_ais, tune_step_size
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.choose_q_joint import joint_heuristic
+from stanflow.qpaths.latent_ais import linear_schedule, log_standard_normal
 from stanflow.workflows import Checkpoint, main, save_figure
 
 DESCRIPTION = (

@@ -57,6 +57,7 @@ from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import joint_heuristic
 from stanflow.qpaths.independence import gaussian_independence_moves
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import DATASETS, LogisticTarget, load_uci
 from stanflow.qpaths.reference import reference_log_z
 from stanflow.workflows import Checkpoint, main, save_figure
@@ -140,6 +141,7 @@ def smc_runs(
         q=q,
         schedule=schedule,
         seed=seed,
+        moves=rwm_moves,
         **options,
     ).smc
     return {

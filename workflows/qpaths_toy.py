@@ -53,6 +53,7 @@ from stanflow import arviz_compat
 from stanflow.idata import save
 from stanflow.qpaths import gaussian_moment_average, log_qpath
 from stanflow.qpaths.annealing import ais, smc
+from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.ti import thermodynamic_integration
 from stanflow.workflows import main, save_figure
 
@@ -132,11 +133,12 @@ def estimates(quick: bool) -> tuple[dict, dict]:
             q=q,
             n_particles=n,
             n_moves=ais_moves,
+            moves=rwm_moves,
             n_runs=4,
             seed=seed,
         ),
         "smc": lambda f, q, seed, schedule: smc(  # adaptive: ignores schedule
-            *f, q=q, n_particles=n, n_moves=5, n_runs=4, seed=seed
+            *f, q=q, n_particles=n, n_moves=5, moves=rwm_moves, n_runs=4, seed=seed
         ),
     }
     table, groups = {}, {}

@@ -64,8 +64,7 @@ import numpy as np
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.gibbs import LossProgram, calibrate_path, calibrate_plugin, location_program
-from stanflow.gibbs.path_figure import plot_path
-from stanflow.gibbs.path_read import reweight
+from stanflow.gibbs.path import plot_path, reweight
 from stanflow.workflows import main, save_figure, write_text
 
 DESCRIPTION = (

@@ -4,7 +4,8 @@ Everything here takes one object, a loss program bound to its data:
 
 - :class:`LossProgram` (:mod:`~stanflow.gibbs.program`): any Stan program meeting
   the contract of :mod:`~stanflow.gibbs.contract` (data ``omega`` and
-  ``weights``, target ``-omega * sum_i weights[i] * loss_i + log prior``);
+  ``weights``, target ``-omega * sum_i weights[i] * loss_i + log prior``),
+  evaluated in process by :mod:`~stanflow.gibbs.evaluation`;
   :func:`location_program` and :func:`linear_program`
   (:mod:`~stanflow.gibbs.templates`): the shipped templates with a loss of
   ``(y, f)`` and a prior, each a slot file;
@@ -13,15 +14,16 @@ Everything here takes one object, a loss program bound to its data:
 - the learning rate, each calibration as a ``calibration`` group:
   :func:`calibrate_plugin` (:mod:`~stanflow.gibbs.plugin`, ``tr(H J^-1 H) /
   tr(H)``), :func:`calibrate_holmes_walker` (:mod:`~stanflow.gibbs.information`,
-  ``tr(H) / tr(J)``), :func:`calibrate_gpc` (:mod:`~stanflow.gibbs.gpc`, Syring
-  and Martin's bootstrap; backends :class:`StanBackend`, :class:`GridBackend`),
+  ``tr(H) / tr(J)``), :func:`calibrate_gpc` (the subpackage
+  :mod:`~stanflow.gibbs.gpc`, Syring and Martin's bootstrap; backends
+  :class:`StanBackend`, :class:`GridBackend`),
   :func:`calibrate_safebayes` (:mod:`~stanflow.gibbs.safebayes`); closed forms
   for conjugate normal linear models (:func:`calibrate_safebayes_conjugate`,
   :func:`calibrate_safebayes_averaged`);
-- the learning-rate path (:mod:`~stanflow.gibbs.path`): every Gibbs posterior
-  from ``omega = 0`` to ``omega_max`` in one SMC sweep (:func:`gibbs_path`), and
-  :func:`calibrate_path` (:mod:`~stanflow.gibbs.path_calibration`): GPC by root
-  finding, plug-in and Holmes-Walker on it;
+- the learning-rate path (the subpackage :mod:`~stanflow.gibbs.path`): every
+  Gibbs posterior from ``omega = 0`` to ``omega_max`` in one SMC sweep
+  (:func:`gibbs_path`), and :func:`calibrate_path`: GPC by root finding,
+  plug-in and Holmes-Walker on it;
 - exact posteriors of a scalar parameter on a grid (:mod:`~stanflow.gibbs.grid`).
 
 See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
@@ -30,8 +32,7 @@ See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
 from stanflow.gibbs.contract import ContractError
 from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.path import LearningRatePath, gibbs_path
-from stanflow.gibbs.path_calibration import calibrate_path
+from stanflow.gibbs.path import LearningRatePath, calibrate_path, gibbs_path
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.program import LossProgram

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from stanflow.losses.registry import Params
 from stanflow.models import STAN_DIR
 from stanflow.parameters import Parameter, bind, check_vector
 from stanflow.slots import is_slot_file, slot_file
@@ -54,7 +55,7 @@ class Prior:
     log_density: Callable[..., np.ndarray]
     params: tuple[Parameter, ...] = ()
 
-    def bind(self, params: Mapping[str, Any] | Sequence[float] | None) -> tuple[float, ...]:
+    def bind(self, params: Params) -> tuple[float, ...]:
         """Check ``params`` (by name, or in declared order) and return them in Stan order."""
         return bind(self.params, params, "prior_params", f"prior {self.name!r}")
 
@@ -100,7 +101,7 @@ def get_prior(prior: str | Prior) -> Prior:
 
 
 def prior_parameters(
-    prior: str | os.PathLike | Prior, params: Mapping[str, Any] | Sequence[float] | None = None
+    prior: str | os.PathLike | Prior, params: Params = None
 ) -> tuple[float, ...]:
     """The parameters of a prior, checked: by name or in declared order, as for losses.
 

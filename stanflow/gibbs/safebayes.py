@@ -62,7 +62,7 @@ from scipy.special import digamma
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.sequential import sequential_scores
 

@@ -7,7 +7,7 @@ Gibbs posterior given the observations before it,
 
 the loss program at learning rate ``eta`` with weights 1 for ``j < i`` and 0
 after. One SMC sweep per ``eta`` reaches all of them: particles from the prior
-(:class:`~stanflow.gibbs.path_target.PathTarget`) are reweighted by
+(:class:`~stanflow.gibbs.path.target.PathTarget`) are reweighted by
 ``exp(-eta l_i)`` as each observation arrives, resampled (systematic) when the
 effective sample size falls below ``target_ess * N``, and then moved targeting
 the current posterior: by HMC on the program's gradients in process
@@ -33,7 +33,7 @@ import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.hmc import adapted_step_size, hmc_moves, particle_chol
-from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.path.target import PathTarget
 from stanflow.qpaths.kernels import Particles, ess, resample, rwm_moves
 
 LEAPFROG = 8
@@ -193,5 +193,5 @@ def _resample_move(
             total[inside] = target.total_loss(points[inside], weights)
         return prior - eta * total
 
-    moved, rate = rwm_moves(rng, particles, 1.0, 1.0, target.log_prior, log_posterior, n_moves)
-    return moved.z, moved.log_pi0, rate
+    moved, info = rwm_moves(rng, particles, 1.0, 1.0, target.log_prior, log_posterior, n_moves)
+    return moved.z, moved.log_pi0, info.acceptance

@@ -19,7 +19,8 @@ losses, which some algorithms use:
 - the plug-in's curvature of a kinked loss by a kernel on the residuals
   ``y - f`` (:meth:`TemplateProgram.loss_terms`, :mod:`stanflow.gibbs.plugin`);
 - exact draws from a shipped prior on the box and its normalised density, where
-  the learning-rate path starts (:attr:`TemplateProgram.exact_prior`);
+  the learning-rate path starts (:attr:`TemplateProgram.exact_prior`, a
+  :class:`~stanflow.gibbs.box.BoxPrior`);
 - the risk minimiser by golden-section search (a location) or Nelder-Mead from
   the least-squares fit (coefficients);
 - the exact grid posterior of a location (GPC's grid backend).
@@ -30,16 +31,15 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import xarray as xr
-from scipy import special, stats
 from scipy.optimize import minimize
 
+from stanflow.gibbs.box import BoxPrior
 from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.loss_terms import (
     LossTerms,
@@ -63,70 +63,18 @@ from stanflow.losses import (
     loss_parameters,
     loss_slot_file,
 )
+from stanflow.losses.registry import Params
 from stanflow.models import CompileError, program_path
 from stanflow.signatures import LOSS, PRIOR, slot_compile_error
 from stanflow.slots import is_slot_file, slot_file
 
 LossSpec = str | os.PathLike | Loss
 PriorSpec = str | os.PathLike | Prior
-Params = Mapping[str, float] | Sequence[float] | None
 
 LOSS_SIGNATURE = LOSS.signature
 PRIOR_SIGNATURE = PRIOR.signature
 SAMPLED_PRIORS = ("uniform", "normal")
 """Shipped priors with exact draws on the box (where the learning-rate path starts)."""
-
-
-@dataclass(frozen=True)
-class BoxPrior:
-    """A shipped prior on the box ``[lower, upper]``: exact draws, normalised density.
-
-    Attributes
-    ----------
-    name : {"uniform", "normal"}
-    params : tuple of float
-        ``()`` or ``(mean, sd)``.
-    lower, upper : ndarray, shape (K,)
-    """
-
-    name: str
-    params: tuple[float, ...]
-    lower: np.ndarray
-    upper: np.ndarray
-
-    def log_density(self, theta: np.ndarray) -> np.ndarray:
-        """The prior's log density normalised on the box; ``-inf`` outside, shape ``(N,)``."""
-        inside = np.all((theta >= self.lower) & (theta <= self.upper), axis=1)
-        if self.name == "uniform":
-            value = np.full(len(theta), -self.log_mass())
-        else:
-            mean, sd = self.params
-            z = (theta - mean) / sd
-            value = np.sum(-0.5 * z**2 - math.log(sd) - 0.5 * math.log(2 * math.pi), axis=1)
-            value = value - self.log_mass()
-        return np.where(inside, value, -np.inf)
-
-    def sample(self, rng: np.random.Generator, n: int) -> np.ndarray:
-        """``n`` exact draws from the prior on the box, shape ``(n, K)``."""
-        K = len(self.lower)
-        if self.name == "uniform":
-            return rng.uniform(self.lower, self.upper, size=(n, K))
-        mean, sd = self.params
-        a, b = (self.lower - mean) / sd, (self.upper - mean) / sd
-        return stats.truncnorm.rvs(a, b, loc=mean, scale=sd, size=(n, K), random_state=rng)
-
-    def log_mass(self) -> float:
-        """``log`` of the prior's mass on the box (its normalising constant)."""
-        if self.name == "uniform":
-            return float(np.sum(np.log(self.upper - self.lower)))
-        mean, sd = self.params
-        a, b = (self.lower - mean) / sd, (self.upper - mean) / sd
-        # log(Phi(b) - Phi(a)), accurate in either tail.
-        upper_tail = a > 0
-        lo = np.where(upper_tail, -b, a)
-        hi = np.where(upper_tail, -a, b)
-        return float(np.sum(special.log_ndtr(hi) + np.log1p(
-            -np.exp(special.log_ndtr(lo) - special.log_ndtr(hi)))))
 
 
 class TemplateProgram(LossProgram):

@@ -9,7 +9,9 @@ of the decisions ``h``.
   scale (M90); the losses and their Bayes decisions are the package's one
   registry, :mod:`stanflow.losses`;
 - :mod:`~stanflow.lcvi.numeric_decisions`: Bayes decisions of a loss given only
-  as a Stan file, by numerical optimisation in process (:func:`stan_loss`);
+  as a Stan file, by numerical optimisation in process (:func:`stan_loss`); its
+  search in :mod:`~stanflow.lcvi.decision_search`, normal mixtures as samples in
+  :mod:`~stanflow.lcvi.mixture_nodes`;
 - :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
 - :mod:`~stanflow.lcvi.contract`: what a Stan program of your own declares to be an
   LCVI program (``docs/your-own-model.md``);
@@ -22,8 +24,10 @@ of the decisions ``h``.
 - :mod:`~stanflow.lcvi.baseline`: the HMC baseline, NUTS on the program with
   the utility term off;
 - :mod:`~stanflow.lcvi.loop`: the LCVI loop (:func:`run_lcvi`, :func:`lcvi`);
+  its schedule and ADVI runs in :mod:`~stanflow.lcvi.advi_runs`;
 - :mod:`~stanflow.lcvi.joint`: the paper's joint gradient optimisation, in
-  process (:func:`run_lcvi_joint`);
+  process (:func:`run_lcvi_joint`); its optimiser in
+  :mod:`~stanflow.lcvi.joint_optimiser`;
 - :mod:`~stanflow.lcvi.decision_step`: the loop's decision step and the record
   of each fit (empirical risk, settling);
 - :mod:`~stanflow.lcvi.results`: what the loop returns (:class:`Loop`,
@@ -36,13 +40,8 @@ See ``docs/lcvi.md``.
 
 from stanflow.lcvi.baseline import NutsBaseline, nuts_baseline
 from stanflow.lcvi.decision_step import empirical_risk, predictive_decisions, settled
-from stanflow.lcvi.joint import (
-    JointFit,
-    JointLoop,
-    joint_to_idata,
-    lcvi_joint,
-    run_lcvi_joint,
-)
+from stanflow.lcvi.joint import JointLoop, joint_to_idata, lcvi_joint, run_lcvi_joint
+from stanflow.lcvi.joint_optimiser import JointFit
 from stanflow.lcvi.loop import ADVI_DEFAULTS, lcvi, run_lcvi
 from stanflow.lcvi.numeric_decisions import stan_loss
 from stanflow.lcvi.predictive import Predictive

@@ -12,11 +12,12 @@ losses in one ``param_constrain`` call (they are its transformed parameters)
 and their derivatives in one gradient call (its target is ``-sum_n E(h_n)``),
 in process through :func:`stanflow.models.load`.
 
-The search, vectorised over the ``N`` decisions (one call per step for all of
-them):
+The search (:mod:`stanflow.lcvi.decision_search`), vectorised over the ``N``
+decisions (one call per step for all of them):
 
 1. **Golden sections** of ``[min_s Y[s, n], max_s Y[s, n]]`` on the values of
-   ``E`` until the bracket is :data:`GOLDEN_XTOL` of its first width. This
+   ``E`` until the bracket is
+   :data:`~stanflow.lcvi.decision_search.GOLDEN_XTOL` of its first width. This
    needs no derivative, so it holds for kinked losses (absolute, check:
    ``E`` is piecewise linear) as for smooth ones.
 2. **Bisection on the sign of Stan's derivative** ``E'(h_n)`` inside that
@@ -27,8 +28,8 @@ them):
    kink that is the minimiser.
 
 **Tolerance.** The decision returned is within ``xtol * (max_s Y - min_s Y)``
-of the minimiser of ``E`` (default :data:`XTOL` ``= 1e-10``; within
-:data:`GOLDEN_XTOL` ``= 1e-6`` of that width where the derivative gives no
+of the minimiser of ``E`` (default ``XTOL = 1e-10``; within
+``GOLDEN_XTOL = 1e-6`` of that width where the derivative gives no
 bracket, e.g. a piecewise-constant loss), up to floating-point round-off in
 ``E``. The search assumes what holds for every shipped loss: ``E`` is
 unimodal and its minimum lies within the samples' range (each outcome's loss
@@ -40,8 +41,8 @@ and reported; a multimodal ``E`` may give a local minimum.
 ``Y[t, k] = loc[t] + sd z[t, k]`` with ``z[t, k] = Phi^-1((k + u_t) / K)``:
 one node in each of ``K`` equal-probability strata of ``N(0, 1)``, offset by a
 golden-ratio sequence ``u_t`` so that the ``T K`` nodes together fill ``T K``
-strata (:func:`noise_nodes`). The decisions are then exact for these samples
-(as above); against the exact mixture decision of a shipped loss, with
+strata (:mod:`stanflow.lcvi.mixture_nodes`). The decisions are then exact for
+these samples (as above); against the exact mixture decision of a shipped loss, with
 ``T = 1000`` draws and the default ``K = 32``, they differ by at most about
 ``5e-3`` of the predictive sd ``sqrt(var_t loc[t] + sd^2)`` (measured on 360
 decisions: quantiles from 0.1 to 0.9, the median, LinEx with ``|c| sd <= 1``;
@@ -60,40 +61,28 @@ each: give the loss a closed-form rule there (a :class:`~stanflow.losses.Loss`).
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import cast
 
-import bridgestan
 import numpy as np
-from scipy.special import ndtri
 
-from stanflow.golden import RATIO, golden_section, sections_for
+from stanflow.lcvi.decision_search import (
+    CHUNK_ELEMENTS,
+    XTOL,
+    ExpectedLoss,
+    minimise_expected_losses,
+)
+from stanflow.lcvi.mixture_nodes import NOISE_NODES, mixture_samples
 from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss, loss_parameters
-from stanflow.models import compile_library, load, program_path
+from stanflow.models import compile_library, program_path
 from stanflow.signatures import LOSS, check_signature
 from stanflow.slots import is_slot_file
 
 PROGRAM = "lcvi/expected_loss"
 """The program under ``stan/`` whose slot ``loss.stanfunctions`` takes the loss."""
-
-XTOL = 1e-10
-"""Default final bracket width, relative to each decision's range of samples."""
-
-GOLDEN_XTOL = 1e-6
-"""Bracket width (relative) at which golden sections hand over to the
-derivative: values of a smooth ``E`` stop telling points apart at about
-``1e-8`` of its scale, so 1e-6 is safely above round-off."""
-
-NOISE_NODES = 32
-"""Default noise nodes ``K`` per draw for normal mixtures (:func:`noise_nodes`)."""
-
-CHUNK_ELEMENTS = 2**18
-"""Samples (2 MB of doubles, about 6 MB of JSON) per loaded model at most:
-more decisions are split over several models, each holding whole columns."""
 
 
 def loss_library(loss_file: str | os.PathLike) -> Path:
@@ -125,74 +114,6 @@ def loss_library(loss_file: str | os.PathLike) -> Path:
         slots={"loss.stanfunctions": path},
         name="expected_loss",
     )
-
-
-class ExpectedLoss:
-    """The expected losses of ``N`` decisions over their own samples, in process.
-
-    Parameters
-    ----------
-    library : path
-        From :func:`loss_library`.
-    samples : ndarray, shape (S, N)
-        Finite; column ``n`` holds the samples of decision ``n``.
-    loss_params : tuple of float
-    loss_file : path
-        Named in errors.
-
-    Notes
-    -----
-    Decisions are split over several loaded models when ``S N`` exceeds
-    :data:`CHUNK_ELEMENTS`; each call evaluates all of them.
-    """
-
-    def __init__(
-        self,
-        library: Path,
-        samples: np.ndarray,
-        loss_params: tuple[float, ...],
-        loss_file: Path,
-    ) -> None:
-        self.loss_file, self.loss_params = loss_file, loss_params
-        S, N = samples.shape
-        per_model = max(1, CHUNK_ELEMENTS // S)
-        self.blocks: list[tuple[slice, bridgestan.StanModel]] = []
-        for start in range(0, N, per_model):
-            block = slice(start, min(start + per_model, N))
-            data = {
-                "S": S,
-                "N": block.stop - block.start,
-                "Y": samples[:, block],
-                "n_loss_params": len(loss_params),
-                "loss_params": list(loss_params),
-            }
-            self.blocks.append((block, load(library, data)))
-
-    def values(self, h: np.ndarray) -> np.ndarray:
-        """``E(h_n)`` for each decision, shape (N,)."""
-        out = np.empty_like(h)
-        for block, model in self.blocks:
-            n = block.stop - block.start
-            theta = np.ascontiguousarray(h[block])
-            try:
-                out[block] = model.param_constrain(theta, include_tp=True)[n:]
-            except RuntimeError as err:
-                raise _stan_error(err, self.loss_file, self.loss_params) from None
-        return _check_finite(out, h, self.loss_file)
-
-    def slopes(self, h: np.ndarray) -> np.ndarray:
-        """``E'(h_n)`` for each decision (Stan's autodiff), shape (N,)."""
-        out = np.empty_like(h)
-        for block, model in self.blocks:
-            theta = np.ascontiguousarray(h[block])
-            try:
-                _, gradient = model.log_density_gradient(
-                    theta, propto=False, jacobian=False
-                )
-            except RuntimeError as err:
-                raise _stan_error(err, self.loss_file, self.loss_params) from None
-            out[block] = -np.asarray(gradient)  # the target is -sum_n E(h_n)
-        return out
 
 
 def bayes_decisions(
@@ -240,7 +161,8 @@ def bayes_decisions(
     samples, shape = _check_samples(samples)
     params = check_loss_params(path, loss_params)
     xtol = _check_xtol(xtol)
-    return _decisions(loss_library(path), path, params, samples, xtol).reshape(shape)
+    decisions = minimise_expected_losses(loss_library(path), path, params, samples, xtol)
+    return decisions.reshape(shape)
 
 
 def mixture_decisions(
@@ -277,8 +199,9 @@ def mixture_decisions(
     params = check_loss_params(path, loss_params)
     xtol = _check_xtol(xtol)
     _check_nodes(nodes)
-    samples, shape = _mixture_samples(loc, sd, nodes)
-    return _decisions(loss_library(path), path, params, samples, xtol).reshape(shape)
+    samples, shape = mixture_samples(loc, sd, nodes)
+    decisions = minimise_expected_losses(loss_library(path), path, params, samples, xtol)
+    return decisions.reshape(shape)
 
 
 def loss_values(
@@ -303,31 +226,6 @@ def loss_values(
     path = check_loss_file(loss_file)
     params = check_loss_params(path, loss_params)
     return _values(loss_library(path), path, params, y, h)
-
-
-def noise_nodes(T: int, K: int) -> np.ndarray:
-    """Stratified standard normal nodes ``z[t, k] = Phi^-1((k + u_t) / K)``, shape (T, K).
-
-    ``u_t`` is the fractional part of ``1/2 + t (sqrt(5) - 1) / 2`` (a
-    golden-ratio sequence): each row has one node in each of the ``K``
-    equal-probability strata of ``N(0, 1)``, and the rows together spread
-    evenly within them, so that the ``T K`` nodes pooled are close to the
-    midpoints of ``T K`` strata.
-
-    Parameters
-    ----------
-    T, K : int
-        At least 1.
-    """
-    for name, value in (("T", T), ("K", K)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, np.integer))
-            or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    u = np.modf(0.5 + np.arange(T) * RATIO)[0]
-    return ndtri((np.arange(K)[None, :] + u[:, None]) / K)
 
 
 def stan_loss(
@@ -429,85 +327,6 @@ def check_loss_params(
     return loss_parameters(path, loss_params)
 
 
-def _decisions(
-    library: Path,
-    path: Path,
-    params: tuple[float, ...],
-    samples: np.ndarray,
-    xtol: float,
-) -> np.ndarray:
-    """The search of the module docstring on checked ``samples`` (S, N)."""
-    expected = ExpectedLoss(library, samples, params, path)
-    low, high = samples.min(axis=0), samples.max(axis=0)
-    _check_minimum_inside(expected, low, high, path)
-    low, high = golden_section(
-        expected.values, low, high, sections_for(max(xtol, GOLDEN_XTOL))
-    )
-    if xtol < GOLDEN_XTOL:
-        low, high = bisect_slopes(
-            expected.slopes, low, high, math.ceil(math.log2(GOLDEN_XTOL / xtol))
-        )
-    return (low + high) / 2
-
-
-def bisect_slopes(
-    slope: Callable[[np.ndarray], np.ndarray],
-    low: np.ndarray,
-    high: np.ndarray,
-    steps: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Bisection on the sign of the derivative, elementwise, where it brackets a minimum.
-
-    Where ``slope(low) < 0 < slope(high)`` the bracket is halved ``steps``
-    times towards the sign change (a zero slope at a midpoint ends that
-    element's search there); elsewhere it is returned unchanged.
-
-    Parameters
-    ----------
-    slope : callable
-        ``h (N,) -> (N,)``, element ``n`` the derivative in ``h[n]``.
-    low, high : ndarray, shape (N,)
-    steps : int
-
-    Returns
-    -------
-    low, high : ndarray
-    """
-    active = (slope(low) < 0) & (slope(high) > 0)
-    for _ in range(steps):
-        if not active.any():
-            break
-        middle = (low + high) / 2
-        s = slope(middle)
-        low = np.where(active & (s <= 0), middle, low)
-        high = np.where(active & (s >= 0), middle, high)
-        active &= s != 0
-    return low, high
-
-
-def _check_minimum_inside(
-    expected: ExpectedLoss, low: np.ndarray, high: np.ndarray, path: Path
-) -> None:
-    """Raise unless ``E`` grows just outside each ``[low, high]``."""
-    width = high - low
-    step = 1e-3 * np.where(width > 0, width, 1.0 + np.abs(low))
-    for end, outside, side in (
-        (low, low - step, "below"),
-        (high, high + step, "above"),
-    ):
-        at_end, beyond = expected.values(end), expected.values(outside)
-        scale = 1e-12 * (np.abs(at_end) + np.abs(beyond))
-        bad = np.flatnonzero(beyond < at_end - scale)
-        if bad.size:
-            raise ValueError(
-                f"loss_file: the expected loss of {path.name} decreases {side} the "
-                f"range of the samples for {bad.size} decision(s) (first: index "
-                f"{bad[0]}): its minimum lies outside [min_s Y, max_s Y], which the "
-                "numerical search assumes holds it (each outcome's loss should grow "
-                "as h moves away from it)"
-            )
-
-
 def _values(
     library: Path, path: Path, params: tuple[float, ...], y: np.ndarray, h: np.ndarray
 ) -> np.ndarray:
@@ -537,7 +356,8 @@ def _sample_rule(
 ) -> np.ndarray:
     """:attr:`Loss.decision` of :func:`stan_loss` (draws checked by the Loss)."""
     samples = draws.reshape(draws.shape[0], -1)
-    return _decisions(library, path, params, samples, xtol).reshape(draws.shape[1:])
+    decisions = minimise_expected_losses(library, path, params, samples, xtol)
+    return decisions.reshape(draws.shape[1:])
 
 
 def _mixture_rule(
@@ -550,35 +370,9 @@ def _mixture_rule(
     sd: np.ndarray,
 ) -> np.ndarray:
     """:attr:`Loss.mixture` of :func:`stan_loss` (arguments checked by the Loss)."""
-    samples, shape = _mixture_samples(loc, sd, nodes)
-    return _decisions(library, path, params, samples, xtol).reshape(shape)
-
-
-def _mixture_samples(
-    loc: np.ndarray, sd: np.ndarray, nodes: int
-) -> tuple[np.ndarray, tuple[int, ...]]:
-    """Samples ``loc[t] + sd z[t, k]`` (T K, N) standing for the mixture, and ``shape``."""
-    loc, sd = np.asarray(loc, dtype=float), np.asarray(sd, dtype=float)
-    if loc.ndim == 0 or loc.shape[0] == 0:
-        raise ValueError(
-            f"loc must have at least one draw along axis 0, got shape {loc.shape}"
-        )
-    if not np.all(np.isfinite(loc)):
-        raise ValueError("loc must be finite")
-    shape = loc.shape[1:]
-    try:
-        sd = np.broadcast_to(sd, shape).reshape(-1)
-    except ValueError:
-        raise ValueError(
-            f"sd must broadcast against shape {shape}, got {sd.shape}"
-        ) from None
-    if not np.all(sd > 0) or not np.all(np.isfinite(sd)):
-        raise ValueError("sd must be positive and finite")
-    T = loc.shape[0]
-    z = noise_nodes(T, nodes)  # (T, K)
-    loc = loc.reshape(T, -1)
-    samples = loc[:, None, :] + z[:, :, None] * sd  # (T, K, N)
-    return samples.reshape(T * z.shape[1], -1), shape
+    samples, shape = mixture_samples(loc, sd, nodes)
+    decisions = minimise_expected_losses(library, path, params, samples, xtol)
+    return decisions.reshape(shape)
 
 
 def _check_samples(samples: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
@@ -617,28 +411,3 @@ def _check_xtol(xtol: float) -> float:
     if not 0 < value < 1:
         raise ValueError(f"xtol must be in (0, 1), got {xtol!r}")
     return value
-
-
-def _check_finite(values: np.ndarray, h: np.ndarray, path: Path) -> np.ndarray:
-    bad = np.flatnonzero(~np.isfinite(values))
-    if bad.size:
-        n = bad[0]
-        raise ValueError(
-            f"loss_file: {path.name} gives a non-finite expected loss "
-            f"({values[n]!r}) for decision {n} at h = {h[n]!r}"
-        )
-    return values
-
-
-def _stan_error(err: RuntimeError, path: Path, params: tuple[float, ...]) -> ValueError:
-    """A ``ValueError`` naming the argument to blame for Stan's ``err``."""
-    message = str(err)
-    # Stan: "index 1 out of range; container is empty and cannot be indexed",
-    # "index 2 out of range; expecting index to be between 1 and 1"
-    short = "container is empty" if not params else f"between 1 and {len(params)}"
-    if "out of range" in message and short in message:
-        return ValueError(
-            f"loss_params: {path.name} reads more loss parameters than the "
-            f"{len(params)} given ({list(params)}); Stan says: {message}"
-        )
-    return ValueError(f"loss_file: {path.name} failed in Stan: {message}")

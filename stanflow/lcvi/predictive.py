@@ -13,7 +13,7 @@ the decision steps need of them, read from the program in process
   decision pools the outcomes of :data:`NODES` base samples per draw, one in
   each of :data:`NODES` equal-probability strata of the standard normal
   (offset from draw to draw by a golden-ratio sequence,
-  :func:`stanflow.lcvi.numeric_decisions.noise_nodes`) and, for a program
+  :func:`stanflow.lcvi.mixture_nodes.noise_nodes`) and, for a program
   that uses them, of the uniform, paired at random.
 
 Outcomes for the utility term are those of the loop's fixed base samples, so
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stanflow.lcvi.numeric_decisions import noise_nodes
+from stanflow.lcvi.mixture_nodes import noise_nodes
 from stanflow.lcvi.program import LcviModel
 from stanflow.lcvi.utility import (
     normal_outcomes,

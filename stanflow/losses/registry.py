@@ -60,7 +60,8 @@ from stanflow.slots import is_slot_file, slot_file
 
 LossFunction = Callable[..., np.ndarray]
 Params = Mapping[str, Any] | Iterable[float] | None
-"""A loss's parameters as every method takes them: by name, or in declared order."""
+"""A slot's parameters (a loss's, a prior's, a penalty's) as every method takes them: by name,
+or in declared order."""
 
 RENAMED = {"tilted": "check (parameter tau instead of q)", "pinball": "check"}
 """Other names of shipped losses, for the error that points to stanflow's."""

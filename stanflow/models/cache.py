@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import datetime
 import errno
-import fcntl
 import hashlib
 import json
 import logging
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from stanflow.atomic import write_atomic
+from stanflow.locks import file_lock
 from stanflow.toolchain.layout import stanflow_home
 
 PathLike = str | os.PathLike
@@ -143,8 +143,7 @@ def key_lock(key: str) -> Iterator[None]:
     """
     locks = cache_dir() / ".locks"  # one lock file per key, kept out of the listing
     locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(locks / f"{key}.lock"):
         yield
 
 

@@ -25,9 +25,10 @@
   Pima and Sonar data with a vectorised log-likelihood;
 - :mod:`~stanflow.qpaths.stan_density`: a base or target given as a Stan
   program, evaluated in process (a new target is one Stan file);
-- :mod:`~stanflow.qpaths.bdmc`: AIS with HMC moves along q-paths for
-  latent-variable models (prior ``N(0, I)``), forward and reverse, and the BDMC
-  sandwich of ``log p(x)`` on simulated data;
+- :mod:`~stanflow.qpaths.latent_ais`: AIS with HMC moves along q-paths for
+  latent-variable models (prior ``N(0, I)``), forward and reverse;
+- :mod:`~stanflow.qpaths.bdmc`: its bounds per data point and the BDMC sandwich
+  of ``log p(x)`` on simulated data;
 - :mod:`~stanflow.qpaths.vae`: a small VAE for binary images in NumPy (manual
   backprop, Adam) whose decoder is the model of ``stan/qpaths/vae_decoder.stan``.
 

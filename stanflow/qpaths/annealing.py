@@ -37,9 +37,12 @@ from stanflow.qpaths.kernels import (
     log_mean_exp,
     next_beta,
     resample,
-    rwm_moves,
 )
 from stanflow.qpaths.qmath import _check_q, log_incremental_weight
+from stanflow.qpaths.self_tuning import SelfTuningMoves
+
+STEP_FIELDS = ("beta", "ess", "acceptance", "n_moves", "log_z_increment")
+"""The per-step records of both loops (group ``smc``, dims ``run``, ``step``)."""
 
 
 def smc(
@@ -49,7 +52,7 @@ def smc(
     *,
     q: float = 1.0,
     n_particles: int = 1000,
-    n_moves: int = 1,
+    n_moves: int | None = None,
     schedule: ArrayLike | None = None,
     target_ess: float = 0.5,
     resampling: str = "systematic",
@@ -61,10 +64,14 @@ def smc(
     """SMC sampler along the q-path with resampling and MCMC moves; log Z estimate.
 
     At every step the weights are multiplied by the incremental weights
-    ``pi_{beta',q} / pi_{beta,q}``, ``log Z`` gains ``log mean`` of them, the
-    particles are resampled and moved ``n_moves`` times by random-walk
-    Metropolis targeting ``pi_{beta',q}`` with covariance ``(2.38^2 / d)`` times
-    the particle covariance.
+    ``pi_{beta',q} / pi_{beta,q}``, ``log Z`` gains ``log mean`` of them, and
+    the particles are resampled and moved by MCMC targeting ``pi_{beta',q}``.
+    By default the moves tune themselves from the particles
+    (:class:`~stanflow.qpaths.self_tuning.SelfTuningMoves`): HMC on the
+    densities' gradients when both have them (a Stan program in process), an
+    independence proposal fitted to the particles with a random walk
+    otherwise, each repeated until the particles have forgotten where they
+    started. The paper's kernel is ``moves=rwm_moves, n_moves=1``.
 
     Parameters
     ----------
@@ -74,8 +81,10 @@ def smc(
     q : float, default 1.0
         Path parameter; 1 is the geometric path (tempering).
     n_particles : int, default 1000
-    n_moves : int, default 1
-        RWM steps per temperature (``M``).
+    n_moves : int, optional
+        Moves per temperature (``M``). Default: as many as the self-tuning
+        kernel needs; a kernel of fixed length (``rwm_moves``,
+        :class:`~stanflow.qpaths.stan_moves.StanMoves`) needs a number.
     schedule : array_like, optional
         Fixed increasing betas from 0 to 1. Default: adaptive, each next beta
         by bisection so that the ESS of the incremental weights is
@@ -89,35 +98,37 @@ def smc(
     max_steps : int, default 10000
         Adaptive schedule: give up (``RuntimeError``) after this many steps.
     moves : callable, optional
-        The MCMC kernel (see :data:`MoveKernel`); default :func:`rwm_moves`.
-        :class:`stanflow.qpaths.stan_moves.StanMoves` runs NUTS in Stan.
+        The MCMC kernel (see :data:`~stanflow.qpaths.kernels.MoveKernel`);
+        default a new :class:`~stanflow.qpaths.self_tuning.SelfTuningMoves`
+        per run. :func:`~stanflow.qpaths.kernels.rwm_moves` is the paper's
+        random walk; :class:`stanflow.qpaths.stan_moves.StanMoves` runs NUTS in
+        CmdStan.
 
     Returns
     -------
     Results
         Group ``smc`` with ``beta``, ``ess`` (of the incremental weights),
-        ``acceptance`` (mean over the moves), ``log_z_increment`` (dims ``run``,
-        ``step``; runs with fewer steps padded with NaN, see ``n_steps``),
-        ``n_steps`` and ``log_z`` (per run). Attributes ``log_z``,
-        ``log_z_se`` (see the module docstring), ``q``, ``n_particles``,
-        ``n_moves``, ``schedule``.
+        ``acceptance`` (mean over the moves), ``n_moves`` (moves made),
+        ``log_z_increment`` (dims ``run``, ``step``; runs with fewer steps
+        padded with NaN, see ``n_steps``), ``n_steps`` and ``log_z`` (per
+        run). Attributes ``log_z``, ``log_z_se`` (see the module docstring),
+        ``q``, ``n_particles``, ``moves`` (the kernel), ``schedule``.
     """
     q = float(_check_q(q))
-    check_counts(
-        n_particles=(n_particles, 2), n_moves=(n_moves, 1), n_runs=(n_runs, 2)
-    )
+    check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
+    _check_moves(n_moves)
     betas = None if schedule is None else check_schedule(schedule)
     if not 0 < target_ess < 1:
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess}")
     if resampling not in RESAMPLING:
         raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
-    moves = rwm_moves if moves is None else moves
     rng = np.random.default_rng(seed)
     records = []
     for _ in range(n_runs):
+        kernel = SelfTuningMoves() if moves is None else moves
         particles = initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
         beta = 0.0
-        steps: list[tuple[float, float, float, float]] = []
+        steps: list[tuple[float, ...]] = []
         while beta < 1.0:
             if len(steps) >= max_steps:
                 raise RuntimeError(f"smc: beta = {beta} after max_steps = {max_steps}")
@@ -137,19 +148,16 @@ def smc(
                 )
             ancestors = resample(rng, log_w, resampling)
             particles = Particles(*(a[ancestors] for a in particles))
-            particles, acceptance = moves(
-                rng, particles, new, q, log_pi0, log_pi1, n_moves
-            )
-            steps.append((new, ess(log_w), acceptance, increment))
+            particles, info = kernel(rng, particles, new, q, log_pi0, log_pi1, n_moves)
+            steps.append((new, ess(log_w), info.acceptance, info.n_moves, increment))
             beta = new
         records.append(np.array(steps))
     return _to_idata(
         records,
-        ("beta", "ess", "acceptance", "log_z_increment"),
         algorithm="smc",
         q=q,
         n_particles=n_particles,
-        n_moves=n_moves,
+        moves=_kernel_name(kernel),
         schedule="adaptive" if betas is None else "fixed",
     )
 
@@ -162,7 +170,7 @@ def ais(
     *,
     q: float = 1.0,
     n_particles: int = 1000,
-    n_moves: int = 1,
+    n_moves: int | None = None,
     n_runs: int = 4,
     seed: int | None = None,
     moves: MoveKernel | None = None,
@@ -170,9 +178,9 @@ def ais(
     """Annealed importance sampling along the q-path: particles as chains.
 
     Every particle is one chain through the fixed ``schedule``: its log weight
-    accumulates the incremental weights, then it makes ``n_moves`` MCMC steps
-    targeting the new ``pi_{beta,q}`` (proposal covariance from the current
-    particles, as in :func:`smc`). No resampling. ``Z`` per run is the mean of
+    accumulates the incremental weights, then it makes MCMC steps targeting
+    the new ``pi_{beta,q}`` (the kernels of :func:`smc`, tuned from the
+    current particles). No resampling. ``Z`` per run is the mean of
     the particles' weights.
 
     Parameters
@@ -180,25 +188,25 @@ def ais(
     schedule : array_like
         Increasing betas from 0 to 1.
     moves : callable, optional
-        As in :func:`smc`; default :func:`rwm_moves`.
+        As in :func:`smc`.
     Other parameters as in :func:`smc`.
 
     Returns
     -------
     Results
         Group ``smc`` with ``beta``, ``ess`` (of the accumulated weights),
-        ``acceptance`` and ``log_z_increment`` (dims ``run``, ``step``),
-        ``n_steps`` and ``log_z`` per run; attributes as in :func:`smc`.
+        ``acceptance``, ``n_moves`` and ``log_z_increment`` (dims ``run``,
+        ``step``), ``n_steps`` and ``log_z`` per run; attributes as in
+        :func:`smc`.
     """
     q = float(_check_q(q))
-    check_counts(
-        n_particles=(n_particles, 2), n_moves=(n_moves, 1), n_runs=(n_runs, 2)
-    )
+    check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
+    _check_moves(n_moves)
     betas = check_schedule(schedule)
-    moves = rwm_moves if moves is None else moves
     rng = np.random.default_rng(seed)
     records = []
     for _ in range(n_runs):
+        kernel = SelfTuningMoves() if moves is None else moves
         particles = initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
         log_w, log_z, steps = np.zeros(n_particles), 0.0, []
         for beta, new in itertools.pairwise(betas):
@@ -208,26 +216,34 @@ def ais(
             current = float(log_mean_exp(log_w))
             if not np.isfinite(current):
                 raise RuntimeError(f"ais: all weights are zero at beta = {new}")
-            particles, acceptance = moves(
-                rng, particles, new, q, log_pi0, log_pi1, n_moves
-            )
-            steps.append((new, ess(log_w), acceptance, current - log_z))
+            particles, info = kernel(rng, particles, new, q, log_pi0, log_pi1, n_moves)
+            steps.append((new, ess(log_w), info.acceptance, info.n_moves, current - log_z))
             log_z = current
         records.append(np.array(steps))
     return _to_idata(
         records,
-        ("beta", "ess", "acceptance", "log_z_increment"),
         algorithm="ais",
         q=q,
         n_particles=n_particles,
-        n_moves=n_moves,
+        moves=_kernel_name(kernel),
         schedule="fixed",
     )
 
 
-def _to_idata(
-    records: Sequence[np.ndarray], names: Sequence[str], **attrs: object
-) -> Results:
+def _check_moves(n_moves: int | None) -> None:
+    if n_moves is not None:
+        check_counts(n_moves=(n_moves, 1))
+
+
+def _kernel_name(kernel: MoveKernel) -> str:
+    """What moved the particles: ``"self-tuning hmc"``, ``"rwm_moves"``, ``"StanMoves"``."""
+    if isinstance(kernel, SelfTuningMoves):
+        return f"self-tuning {kernel.kind}"
+    return getattr(kernel, "__name__", type(kernel).__name__)
+
+
+def _to_idata(records: Sequence[np.ndarray], **attrs: object) -> Results:
+    names = STEP_FIELDS
     n_steps = np.array([len(r) for r in records])
     padded = np.full((len(records), n_steps.max(), len(names)), np.nan)
     for i, r in enumerate(records):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
+from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
 from stanflow.qpaths.qmath import log_qpath
 
 SCALE = 1.1
@@ -34,7 +34,7 @@ def gaussian_independence_moves(
     log_pi0: LogDensity,
     log_pi1: LogDensity,
     n_moves: int,
-) -> tuple[Particles, float]:
+) -> tuple[Particles, MoveInfo]:
     """``n_moves`` independence MH steps targeting ``pi_{beta,q}``; see the module docstring.
 
     Parameters
@@ -52,8 +52,8 @@ def gaussian_independence_moves(
 
     Returns
     -------
-    (Particles, float)
-        The moved particles and the mean acceptance rate over the moves.
+    (Particles, MoveInfo)
+        The moved particles, the mean acceptance rate over the moves and their number.
     """
     z = particles.z
     n, d = z.shape
@@ -90,4 +90,4 @@ def gaussian_independence_moves(
         log_target = np.where(accept, log_target_y, log_target)
         log_g_current = np.where(accept, log_g_y, log_g_current)
         total += float(accept.mean())
-    return current, total / n_moves
+    return current, MoveInfo(total / n_moves, n_moves)

@@ -31,12 +31,28 @@ from stanflow.qpaths.qmath import (
 
 LogDensity = Callable[[np.ndarray], np.ndarray]
 Sampler = Callable[[np.random.Generator, int], np.ndarray]
-MoveKernel = Callable[..., tuple["Particles", float]]
+MoveKernel = Callable[..., tuple["Particles", "MoveInfo"]]
 """``moves(rng, particles, beta, q, log_pi0, log_pi1, n_moves) -> (particles,
-acceptance)``: ``n_moves`` MCMC steps leaving ``pi_{beta,q}`` invariant."""
+info)``: MCMC steps leaving ``pi_{beta,q}`` invariant, ``n_moves`` of them
+(``None``: as many as the kernel finds it needs, where it can tell)."""
 
 RESAMPLING = ("systematic", "multinomial")
 RWM_SCALE = 2.38
+
+
+class MoveInfo(NamedTuple):
+    """What a move kernel reports about one temperature.
+
+    Attributes
+    ----------
+    acceptance : float
+        Mean acceptance rate (or probability) over the moves.
+    n_moves : int
+        Moves made.
+    """
+
+    acceptance: float
+    n_moves: int
 
 
 class Particles(NamedTuple):
@@ -230,21 +246,23 @@ def rwm_moves(
     log_pi0: LogDensity,
     log_pi1: LogDensity,
     n_moves: int,
-) -> tuple[Particles, float]:
-    """The default move kernel: ``n_moves`` RWM steps targeting ``pi_{beta,q}``.
+) -> tuple[Particles, MoveInfo]:
+    """``n_moves`` RWM steps targeting ``pi_{beta,q}`` (the paper's kernel).
 
     The proposal covariance is ``(2.38^2 / d)`` times the covariance of the
     particles before the first step. Any callable with this signature and
     return value (moved particles, mean acceptance) can be passed as
     ``moves`` to :func:`smc` and :func:`ais`, e.g.
-    :class:`stanflow.qpaths.stan_moves.StanMoves`.
+    :class:`stanflow.qpaths.stan_moves.StanMoves`. ``n_moves`` is required.
     """
+    if n_moves is None:
+        raise ValueError("n_moves: random-walk moves need a fixed number of moves")
     chol = proposal_chol(particles.z)
     total = 0.0
     for _ in range(n_moves):
         particles, rate = rwm_move(rng, particles, beta, q, log_pi0, log_pi1, chol)
         total += rate
-    return particles, total / n_moves
+    return particles, MoveInfo(total / n_moves, n_moves)
 
 
 def initial_particles(

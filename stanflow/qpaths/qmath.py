@@ -280,3 +280,36 @@ def _check_q(q: ArrayLike) -> np.ndarray:
     if not np.isfinite(q).all():
         raise ValueError(f"q must be finite (q = 1 is the geometric path), got {q}")
     return q
+
+
+def target_share(
+    log_pi0: ArrayLike, log_pi1: ArrayLike, beta: ArrayLike, q: ArrayLike
+) -> np.ndarray:
+    """The target's share ``a`` in the gradient of ``log pi_{beta,q}``.
+
+    ``grad log pi_{beta,q} = (1 - a) grad log pi0 + a grad log pi1`` with
+    ``a = beta pi1^s / ((1 - beta) pi0^s + beta pi1^s)``, ``s = 1 - q``: the
+    logistic function of ``log(beta / (1 - beta)) + s (log pi1 - log pi0)``,
+    and ``beta`` itself at ``q = 1``. Gradient-based moves along the path
+    combine the two densities' gradients with it.
+
+    Parameters
+    ----------
+    log_pi0, log_pi1 : array_like, shape (N,)
+        Finite log densities at the same points.
+    beta : float
+        In ``[0, 1]``.
+    q : float
+        Finite.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    log_pi0, log_pi1 = _check_log_densities(log_pi0, log_pi1)
+    beta = _check_beta(beta, "beta")
+    s = 1.0 - _check_q(q)
+    if s == 0 or beta in (0, 1):
+        return np.broadcast_to(beta, np.broadcast(log_pi0, log_pi1).shape).astype(float)
+    logit = np.log(beta) - np.log1p(-beta) + s * (log_pi1 - log_pi0)
+    return 0.5 * (1 + np.tanh(0.5 * logit))

@@ -22,11 +22,12 @@ from stanflow import arviz_compat
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.kernels import (
     LogDensity,
+    MoveInfo,
     MoveKernel,
     Particles,
     Sampler,
-    rwm_moves,
 )
+from stanflow.qpaths.self_tuning import SelfTuningMoves
 
 
 class FinalParticles:
@@ -37,8 +38,8 @@ class FinalParticles:
     ``z`` to :attr:`runs`.
     """
 
-    def __init__(self, moves: MoveKernel = rwm_moves) -> None:
-        self.moves = moves
+    def __init__(self, moves: MoveKernel | None = None) -> None:
+        self.moves = SelfTuningMoves() if moves is None else moves
         self.runs: list[np.ndarray] = []
 
     def __call__(
@@ -49,14 +50,12 @@ class FinalParticles:
         q: float,
         log_pi0: LogDensity,
         log_pi1: LogDensity,
-        n_moves: int,
-    ) -> tuple[Particles, float]:
-        moved, acceptance = self.moves(
-            rng, particles, beta, q, log_pi0, log_pi1, n_moves
-        )
+        n_moves: int | None,
+    ) -> tuple[Particles, MoveInfo]:
+        moved, info = self.moves(rng, particles, beta, q, log_pi0, log_pi1, n_moves)
         if beta == 1.0:
             self.runs.append(moved.z.copy())
-        return moved, acceptance
+        return moved, info
 
 
 def t_importance_log_z(
@@ -119,7 +118,7 @@ def reference_log_z(
     *,
     seed: int,
     n_draws: int,
-    moves: MoveKernel = rwm_moves,
+    moves: MoveKernel | None = None,
     **smc_options: Any,
 ) -> dict:
     """Geometric adaptive SMC, then t importance sampling on each run's particles.
@@ -132,7 +131,9 @@ def reference_log_z(
         Seeds the SMC runs and the importance draws.
     n_draws : int
         Importance draws per run.
-    moves : callable, default :func:`~stanflow.qpaths.kernels.rwm_moves`
+    moves : callable, optional
+        The move kernel; default the self-tuning moves of
+        :func:`~stanflow.qpaths.annealing.smc` (one kernel for all runs).
     **smc_options
         Passed to :func:`~stanflow.qpaths.annealing.smc` (``n_particles``,
         ``n_moves``, ``target_ess``, ``n_runs``, ...); ``q`` and ``schedule``

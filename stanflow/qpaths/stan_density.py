@@ -22,7 +22,7 @@ from typing import Any
 import bridgestan
 import numpy as np
 
-from stanflow.models import load, log_density_rows
+from stanflow.models import load, log_density_gradient_rows, log_density_rows
 from stanflow.models.cache import PathLike
 
 
@@ -59,6 +59,16 @@ class StanLogDensity:
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         return log_density_rows(
+            self.model, z, propto=False, jacobian=True, threads=self.threads,
+            reject_as_neg_inf=True,
+        )
+
+    def value_and_gradient(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Log density and its gradient at ``z`` (Stan's reverse mode), shapes ``(N,)``, ``(N, d)``.
+
+        Rejected points get ``-inf`` and a NaN gradient.
+        """
+        return log_density_gradient_rows(
             self.model, z, propto=False, jacobian=True, threads=self.threads,
             reject_as_neg_inf=True,
         )

@@ -33,7 +33,7 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.outdir import Interrupted
-from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
+from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
 from stanflow.runs import RunSet, RunSpec
 
 DATA_KEYS = ("d", "n_base_params", "base_params", "n_target_params", "target_params")
@@ -101,12 +101,12 @@ class StanMoves:
         log_pi0: LogDensity,
         log_pi1: LogDensity,
         n_moves: int,
-    ) -> tuple[Particles, float]:
+    ) -> tuple[Particles, MoveInfo]:
         """``n_moves`` NUTS transitions of every particle targeting ``pi_{beta,q}``.
 
         Returns
         -------
-        (Particles, float)
+        (Particles, MoveInfo)
             The moved particles (log densities from ``log_pi0``, ``log_pi1``)
             and the mean ``accept_stat__`` over particles and transitions.
 
@@ -117,6 +117,8 @@ class StanMoves:
         RuntimeError
             If a run fails; the message holds the run's console text.
         """
+        if n_moves is None:
+            raise ValueError("n_moves: NUTS moves need a fixed number of transitions")
         z = particles.z
         if z.shape[1] != int(self.data["d"]):
             raise ValueError(
@@ -141,7 +143,7 @@ class StanMoves:
             }
         )
         self.step_size = adapted_step_size(step_size, accept, self.target_accept)
-        return evaluate(moved, log_pi0, log_pi1), accept
+        return evaluate(moved, log_pi0, log_pi1), MoveInfo(accept, n_moves)
 
     def _run(
         self,

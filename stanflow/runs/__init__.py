@@ -18,9 +18,10 @@ Example
 >>> idata = runset.to_inference_data()
 """
 
+from stanflow.runs.bookkeeping import RunResult
 from stanflow.runs.executors import DaskExecutor, Executor, LocalExecutor
 from stanflow.runs.results import RunDraws
-from stanflow.runs.runset import RunResult, RunSet, resume
+from stanflow.runs.runset import RunSet, resume
 from stanflow.runs.spec import InvalidRunSpec, RunSpec
 
 __all__ = [

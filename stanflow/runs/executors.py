@@ -126,7 +126,8 @@ class LocalExecutor(Executor):
             return
         state.stop.set()
         for thread in state.threads:
-            thread.join()
+            if thread.ident is not None:  # an interrupt may come between append and start
+                thread.join()
         self._unread = _outcomes_left(state.events)
 
     def unread(self) -> list[Outcome]:

@@ -16,12 +16,13 @@ import signal
 import subprocess
 import sys
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
+from stanflow.locks import file_lock
 from stanflow.toolchain import layout, wheel
 from stanflow.toolchain.discovery import read_cmdstan_version
 from stanflow.toolchain.errors import ToolchainBuildError, ToolchainError
-from stanflow.toolchain.locking import exclusive_lock
 from stanflow.toolchain.progress import BuildProgress
 
 MAKE_COMMAND = ("make", "-j2", "toolchain")
@@ -176,7 +177,8 @@ def install(progress: bool = True, force: bool = False) -> Path:
         return final
     display = BuildProgress(enabled=progress)
     final.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive_lock(final.parent / layout.LOCK_NAME, on_wait=display.note):
+    lock = final.parent / layout.LOCK_NAME
+    with file_lock(lock, on_busy=_waiting_note(lock, display), holder=_pid_line):
         _remove_stale(final.parent)
         if not force and layout.is_valid_installation(final, key):
             return final
@@ -195,3 +197,17 @@ def install(progress: bool = True, force: bool = False) -> Path:
             raise
     display.note(f"installed {final}")
     return final
+
+
+def _waiting_note(lock: Path, display: BuildProgress) -> Callable[[str], None]:
+    """What a second builder says before it waits: the pid the busy ``lock`` holds."""
+
+    def note(holder: str) -> None:
+        display.note(f"waiting for process {holder.strip() or '?'} to release the lock {lock}")
+
+    return note
+
+
+def _pid_line() -> str:
+    """What the build lock's file holds: this process's pid."""
+    return f"{os.getpid()}\n"

@@ -38,7 +38,7 @@ Scaling is that of :mod:`stanflow.wbb.stan_optimize`: ``loss="squared"`` is
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,7 @@ from threadpoolctl import ThreadpoolController
 from stanflow.arviz_compat import Results
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
 from stanflow.losses import loss_parameters, loss_slot_file
+from stanflow.losses.registry import Params
 from stanflow.models import load, log_density_gradient_rows, program_path
 from stanflow.wbb._checks import (
     check_lam,
@@ -60,8 +61,6 @@ from stanflow.wbb._checks import (
 from stanflow.wbb.bootstrap import Draws, check_draws, wbb
 from stanflow.wbb.penalties import penalty_parameters, penalty_slot_file
 
-Params = Mapping[str, float] | Sequence[float] | None
-"""A slot's parameters: in declared order, or by name."""
 LOSS_PROGRAM = "wbb/weighted_loss"
 PENALTY_PROGRAM = "wbb/penalty_only"
 

@@ -49,10 +49,10 @@ import xarray as xr
 from scipy.special import ndtr
 from threadpoolctl import ThreadpoolController
 
-from stanflow.gibbs.gpc import bootstrap_indices
-from stanflow.gibbs.path import LearningRatePath
-from stanflow.gibbs.path_read import log_level_density
-from stanflow.gibbs.reweighting import resample_counts
+from stanflow.gibbs.gpc.algorithm import bootstrap_indices
+from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.path.read import log_level_density
+from stanflow.gibbs.path.sweep import LearningRatePath
 
 _BLAS = ThreadpoolController()
 

@@ -38,8 +38,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
-from stanflow.gibbs.gpc import bootstrap_indices
-from stanflow.gibbs.reweighting import resample_counts
+from stanflow.gibbs.gpc.algorithm import bootstrap_indices
+from stanflow.gibbs.gpc.reweighting import resample_counts
 
 LOSSES = ("absolute", "squared")
 BRACKET = (1e-3, 1e3)

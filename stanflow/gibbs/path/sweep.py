@@ -6,12 +6,12 @@ A Gibbs posterior ``pi_omega(theta) ∝ exp(-omega L_n(theta)) pi(theta)`` is, a
 One tempered SMC sweep along it (:mod:`stanflow.qpaths.kernels`' pieces: the
 ESS-targeted schedule :func:`~stanflow.qpaths.kernels.next_beta`, resampling, the
 random-walk kernel :func:`~stanflow.qpaths.kernels.rwm_moves`, or NUTS moves through
-the run layer, :mod:`stanflow.gibbs.path_moves`) leaves equally weighted
+the run layer, :mod:`stanflow.gibbs.path.moves`) leaves equally weighted
 particles for the Gibbs posterior at every ``omega_k`` of its schedule, and
 ``log Z_n(omega_k)`` as the running sum of ``log`` mean incremental weights.
 Between schedule points the Gibbs posterior at ``omega`` is the particles of
 the last schedule point at or below it reweighted by
-``exp(-(omega - omega_k) L_n)`` (:mod:`stanflow.gibbs.path_read`), whose
+``exp(-(omega - omega_k) L_n)`` (:mod:`stanflow.gibbs.path.read`), whose
 effective sample size the adaptive schedule keeps at least ``target_ess * N``
 up to the next point.
 
@@ -38,8 +38,9 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.path_read import default_omegas, functionals
-from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.path.moves import NutsMoves
+from stanflow.gibbs.path.read import default_omegas, functionals
+from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
 from stanflow.qpaths.kernels import (
     RESAMPLING,
@@ -70,7 +71,7 @@ class PathLevel(NamedTuple):
         The learning rate (``beta * omega_max``).
     z : ndarray, shape (N, d)
         Particles after resampling and moves, where the target's particles
-        live (:class:`~stanflow.gibbs.path_target.PathTarget`).
+        live (:class:`~stanflow.gibbs.path.target.PathTarget`).
     loss : ndarray, shape (N,)
         Their total losses ``L_n(theta)``.
     log_prior : ndarray, shape (N,)
@@ -78,7 +79,7 @@ class PathLevel(NamedTuple):
     log_z : float
         ``log`` of the level's normalising constant relative to the prior,
         ``log int pi exp(g_k)``, with ``g_k`` from
-        :func:`~stanflow.gibbs.path_read.log_level_density`;
+        :func:`~stanflow.gibbs.path.read.log_level_density`;
         ``log Z_n(omega)`` on the geometric path.
     log_z_var : float
         Its variance estimate, ``sum_k (1/ESS_k - 1/N)`` over the steps so far
@@ -169,7 +170,7 @@ def advance(
     ancestors = resample(rng, log_w, resampling)
     particles = Particles(*(a[ancestors] for a in particles))
     log_pi0, log_pi1 = _densities(target, omega_max)
-    moved, acceptance = moves(rng, particles, beta_next, q, log_pi0, log_pi1, n_moves)
+    moved, info = moves(rng, particles, beta_next, q, log_pi0, log_pi1, n_moves)
     n = len(log_w)
     return PathLevel(
         omega=float(omega),
@@ -179,7 +180,7 @@ def advance(
         log_z=level.log_z + increment,
         log_z_var=level.log_z_var + max(0.0, 1.0 / step_ess - 1.0 / n),
         ess=step_ess,
-        acceptance=float(acceptance),
+        acceptance=float(info.acceptance),
     )
 
 
@@ -203,12 +204,12 @@ class LearningRatePath:
     moves : {"rwm", "nuts"}, default "rwm"
         Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`)
         or NUTS through the program's executable and the run layer
-        (:class:`stanflow.gibbs.path_moves.NutsMoves`, ``q = 1`` only).
+        (:class:`stanflow.gibbs.path.moves.NutsMoves`, ``q = 1`` only).
     seed : int, optional
     max_steps : int, default 1000
         Give up (``RuntimeError``) after this many schedule points.
     weights : array_like, shape (n,), optional
-        The observations' weights (default all 1; :class:`~stanflow.gibbs.path_target.PathTarget`).
+        The observations' weights (default all 1; :class:`~stanflow.gibbs.path.target.PathTarget`).
 
     Attributes
     ----------
@@ -349,8 +350,6 @@ class LearningRatePath:
     def _moves(self, omega_max: float) -> MoveKernel:
         if self.moves_name == "rwm":
             return rwm_moves
-        from stanflow.gibbs.path_moves import NutsMoves
-
         return NutsMoves(self.target, omega_max)
 
 
@@ -376,7 +375,7 @@ def gibbs_path(
     program : LossProgram
         Any loss program: a template's (:func:`~stanflow.gibbs.location_program`,
         ``linear_program``; a shipped prior's draws are exact) or a user's (the
-        prior drawn by NUTS at ``omega = 0``; :mod:`stanflow.gibbs.path_target`).
+        prior drawn by NUTS at ``omega = 0``; :mod:`stanflow.gibbs.path.target`).
     omega_max : float, default 1.0
         Where the path ends; positive and finite.
     q, n_particles, n_moves, target_ess, resampling, moves, seed
@@ -394,7 +393,7 @@ def gibbs_path(
     -------
     Results
         ``path`` (:meth:`LearningRatePath.to_dataset`), ``path_functionals``
-        (:func:`stanflow.gibbs.path_read.functionals`: mean, quantiles, their
+        (:func:`stanflow.gibbs.path.read.functionals`: mean, quantiles, their
         Monte Carlo errors and ``log Z_n`` against ``omega``) and the program's
         data groups (a template's ``observed_data`` and ``constant_data``).
 

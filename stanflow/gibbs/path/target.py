@@ -2,7 +2,8 @@
 
 The Gibbs posterior ``pi_omega(theta) ∝ exp(-omega L_n(theta)) pi(theta)`` is, as
 ``omega`` grows from 0, a tempering path from the prior. A path sampler
-(:mod:`stanflow.gibbs.path`) needs, at particles ``z`` of shape ``(N, d)``:
+(:mod:`stanflow.gibbs.path.sweep`; SafeBayes' sweep over the data,
+:mod:`stanflow.gibbs.sequential`, too) needs, at particles ``z`` of shape ``(N, d)``:
 
 - the per-observation losses ``l_i``, shape ``(N, n)``, and their sums ``L_n``,
   from the program in process (:class:`~stanflow.gibbs.program.LossProgram`);
@@ -11,7 +12,7 @@ The Gibbs posterior ``pi_omega(theta) ∝ exp(-omega L_n(theta)) pi(theta)`` is,
 Where the particles live depends on what is known of the prior:
 
 - a shipped template with a shipped prior (``uniform`` on a finite box,
-  ``normal`` truncated to it; :class:`~stanflow.gibbs.templates.BoxPrior`):
+  ``normal`` truncated to it; :class:`~stanflow.gibbs.box.BoxPrior`):
   ``z`` is ``theta`` itself, the prior's draws are exact and its density is
   normalised on the box, so the sampler's ``log Z`` is ``log Z_n(omega)``;
 - any other program: ``z`` is Stan's unconstrained scale, the prior's density
@@ -32,15 +33,13 @@ from typing import Any
 import numpy as np
 
 from stanflow import arviz_compat
+from stanflow.gibbs.box import LOGIT_LIMIT, unconstrain
 from stanflow.gibbs.program import LossProgram
 
 PRIOR_CHAINS = 4
 PRIOR_THIN = 2
 MAX_PRIOR_RHAT = 1.1
 PRIOR_WARMUP = 500
-LOGIT_LIMIT = 40.0
-"""Unconstrained coordinates of bounded parameters are clipped to ``+-40``: a draw
-on a bound (of probability zero, but possible in floating point) stays finite."""
 
 
 class PathTarget:
@@ -161,20 +160,6 @@ class PathTarget:
         if z.ndim != 2 or z.shape[1] != self.dim:
             raise ValueError(f"z must have shape (N, {self.dim}), got {z.shape}")
         return z
-
-
-def unconstrain(theta: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
-    """Stan's unconstraining transform of box-bounded parameters, shape of ``theta``.
-
-    Identity without bounds, ``log(theta - lower)`` / ``log(upper - theta)``
-    with one, ``logit((theta - lower) / (upper - lower))`` with both.
-    """
-    low, high = np.isfinite(lower), np.isfinite(upper)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        both = np.log(theta - lower) - np.log(upper - theta)
-        only_low = np.log(theta - lower)
-        only_high = np.log(upper - theta)
-    return np.where(low & high, both, np.where(low, only_low, np.where(high, only_high, theta)))
 
 
 def _finite(values: np.ndarray) -> np.ndarray:

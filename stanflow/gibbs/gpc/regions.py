@@ -7,7 +7,7 @@ equal-tailed interval; for a vector, the ellipsoid ``{theta: (theta - m)' S^-1
 ``1 - alpha`` quantile of the draws' own Mahalanobis distances (an elliptical
 stand-in for the highest-density region). The weighted counterparts, for
 draws shared by many posteriors through importance weights, are in
-:mod:`stanflow.gibbs.reweighting`.
+:mod:`stanflow.gibbs.gpc.reweighting`.
 """
 
 from __future__ import annotations

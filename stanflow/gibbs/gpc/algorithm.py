@@ -12,7 +12,7 @@ nominal rate, with the bootstrap standing in for the unknown data distribution:
    drawn, so every resample runs the program's one executable;
 2. at step ``t`` compute the Gibbs posterior with learning rate ``omega_t`` on
    every resample and the fraction ``c_t`` of resamples whose credible region
-   (:mod:`stanflow.gibbs.regions`) contains the full-data estimate
+   (:mod:`stanflow.gibbs.gpc.regions`) contains the full-data estimate
    ``theta_hat`` (the empirical risk minimiser);
 3. stop if ``|c_t - (1 - alpha)| <= eps``; otherwise the stochastic-approximation
    step ``omega_{t+1} = omega_t + (1 + t)^-0.51 (c_t - (1 - alpha))`` (regions
@@ -21,11 +21,11 @@ nominal rate, with the bootstrap standing in for the unknown data distribution:
 
 Two backends evaluate step 2, each an argument object that checks itself:
 
-- :class:`StanBackend` (default; :mod:`stanflow.gibbs.gpc_stan`): the
+- :class:`StanBackend` (default; :mod:`stanflow.gibbs.gpc.stan_backend`): the
   program's executable through the run layer, in one of two designs.
   ``"reweight"``: one proposal sample, the full-data Gibbs posterior at a
   quarter of the current ``omega``, serves all ``B`` resamples at every step
-  through importance weights (:mod:`stanflow.gibbs.reweighting`: a resample's
+  through importance weights (:mod:`stanflow.gibbs.gpc.reweighting`: a resample's
   loss is its counts times the pointwise losses, read from the program in
   process). A step costs a matrix product instead of ``B`` posterior runs;
   resamples the proposal serves poorly (small effective sample size) are
@@ -34,20 +34,21 @@ Two backends evaluate step 2, each an argument object that checks itself:
   resamples at that step's ``omega`` (batch mode packs them into a few
   processes); exact MCMC for every resample, about ``B`` times the cost. All
   run sets use one root seed.
-- :class:`GridBackend` (:func:`grid_evaluator`): exact grid posteriors of a
-  template's scalar location on a finite box; the ``B`` total-loss curves are
-  computed once, each step costs one vectorised normalisation.
+- :class:`GridBackend` (:mod:`stanflow.gibbs.gpc.grid_backend`): exact grid
+  posteriors of a template's scalar location on a finite box; the ``B``
+  total-loss curves are computed once, each step costs one vectorised
+  normalisation.
 
 The pieces are pure functions (:func:`bootstrap_indices`, :func:`update`,
-:func:`converged`, :func:`grid_coverage`); :func:`calibrate_gpc` runs the loop
-and returns the ``calibration`` group.
+:func:`converged`, and the grid backend's
+:func:`~stanflow.gibbs.gpc.grid_backend.grid_coverage`); :func:`calibrate_gpc`
+runs the loop and returns the ``calibration`` group.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -55,29 +56,14 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs import grid
-from stanflow.gibbs.gpc_stan import Evaluator, StanBackend, positive_int, stan_evaluator
-from stanflow.gibbs.path_target import LOGIT_LIMIT, unconstrain
+from stanflow.gibbs.gpc.backend import is_number, positive_int
+from stanflow.gibbs.gpc.grid_backend import GridBackend, check_grid_program, grid_evaluator
+from stanflow.gibbs.gpc.regions import check_alpha
+from stanflow.gibbs.gpc.stan_backend import StanBackend, stan_evaluator
 from stanflow.gibbs.program import LossProgram
-from stanflow.gibbs.regions import check_alpha
 from stanflow.gibbs.templates import TemplateProgram
 
 STEP_EXPONENT = 0.51
-
-@dataclass(frozen=True)
-class GridBackend:
-    """GPC's posteriors exactly, on a grid: a template's scalar location on a finite box.
-
-    Parameters
-    ----------
-    points : int, default 801
-        The grid's size over the box.
-    """
-
-    points: int = 801
-
-    def __post_init__(self) -> None:
-        positive_int(self.points, "points")
 
 
 def bootstrap_indices(n: int, B: int, seed: int | np.random.SeedSequence) -> np.ndarray:
@@ -135,85 +121,6 @@ def update(omega: float, coverage: float, t: int, alpha: float) -> float:
 def converged(coverage: float, alpha: float, eps: float) -> bool:
     """Whether ``|coverage - (1 - alpha)| <= eps``."""
     return abs(coverage - (1 - alpha)) <= eps + 1e-12
-
-
-def grid_coverage(
-    theta: np.ndarray,
-    sums: np.ndarray,
-    omega: float,
-    estimate: float,
-    alpha: float,
-    log_prior: np.ndarray | None = None,
-) -> tuple[float, np.ndarray]:
-    """Fraction of grid posteriors whose equal-tailed interval holds ``estimate``.
-
-    Parameters
-    ----------
-    theta : ndarray, shape (G,)
-        The grid.
-    sums : ndarray, shape (B, G)
-        Total losses of each resample on the grid (:func:`grid.loss_sums`).
-    omega : float
-        Learning rate.
-    estimate : float
-        The full-data estimate.
-    alpha : float
-        The intervals are ``100(1 - alpha)%``.
-    log_prior : ndarray, shape (G,), optional
-        Prior log density on the grid; default uniform.
-
-    Returns
-    -------
-    coverage : float
-    intervals : ndarray, shape (B, 2)
-    """
-    post = grid.posterior(theta, sums, omega, log_prior=log_prior)
-    intervals = grid.interval(post, 1 - alpha)
-    inside = (intervals[:, 0] <= estimate) & (estimate <= intervals[:, 1])
-    return float(np.mean(inside)), intervals
-
-
-def grid_evaluator(
-    program: TemplateProgram,
-    indices: np.ndarray,
-    estimate: float,
-    alpha: float,
-    points: int,
-) -> Evaluator:
-    """The grid backend's step: the exact coverage of the resamples' grid posteriors.
-
-    The ``B`` total-loss curves are computed once, here; each step is then one
-    vectorised normalisation (:func:`grid_coverage`). The prior's log density on
-    the grid is the program's (its target at ``omega = 0``).
-
-    Parameters
-    ----------
-    program : TemplateProgram
-        A location on a finite box.
-    indices : ndarray of int, shape (B, n)
-        The bootstrap resamples (:func:`bootstrap_indices`).
-    estimate : float
-        The full-data estimate.
-    alpha : float
-        Intervals of level ``1 - alpha``.
-    points : int
-        The grid's size.
-
-    Returns
-    -------
-    callable ``(omega, t) -> dict``
-        ``{"coverage": c}``.
-    """
-    lower, upper = float(program.lower[0]), float(program.upper[0])
-    theta = np.linspace(lower, upper, points)
-    sums = grid.loss_sums(theta, program.y[indices], program.loss_values())
-    u = np.clip(unconstrain(theta[:, None], program.lower, program.upper), -LOGIT_LIMIT, LOGIT_LIMIT)
-    log_prior = program.log_prior(u, jacobian=False)
-
-    def evaluate(omega: float, t: int) -> dict[str, float]:
-        return {"coverage": grid_coverage(theta, sums, omega, estimate, alpha, log_prior)[0]}
-
-    return evaluate
 
 
 def calibrate_gpc(
@@ -281,18 +188,18 @@ def calibrate_gpc(
     check_alpha(alpha)
     B = positive_int(B, "B")
     max_steps = positive_int(max_steps, "max_steps")
-    if not (_number(eps) and math.isfinite(eps) and eps >= 0):
+    if not (is_number(eps) and math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if not (_number(omega0) and math.isfinite(omega0) and omega0 > 0):
+    if not (is_number(omega0) and math.isfinite(omega0) and omega0 > 0):
         raise ValueError(f"omega0 must be positive and finite, got {omega0!r}")
     if isinstance(backend, GridBackend):
-        _check_grid_program(program)
+        check_grid_program(program)
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
     indices = bootstrap_indices(program.n, B, np.random.SeedSequence(seed))
 
     cleanup: Callable[[], None] | None = None
     if isinstance(backend, GridBackend):
-        location = cast(TemplateProgram, program)  # checked by _check_grid_program
+        location = cast(TemplateProgram, program)  # checked by check_grid_program
         evaluate = grid_evaluator(location, indices, float(found.theta[0]), alpha, backend.points)
     else:
         evaluate, cleanup = stan_evaluator(program, found, indices, alpha, backend, seed)
@@ -345,20 +252,3 @@ def calibrate_gpc(
         },
     )
     return arviz_compat.build({"calibration": group})
-
-
-def _check_grid_program(program: LossProgram) -> None:
-    if not (isinstance(program, TemplateProgram) and program.template == "location"):
-        raise ValueError(
-            "backend: GridBackend computes exact posteriors of a scalar location, so it "
-            "needs location_program(...); use StanBackend() for other programs"
-        )
-    if not np.all(np.isfinite(program.lower) & np.isfinite(program.upper)):
-        raise ValueError(
-            "backend: GridBackend needs finite bounds on the location (they are the "
-            "grid's range): location_program(..., bounds=(lower, upper))"
-        )
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)

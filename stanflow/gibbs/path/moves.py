@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stanflow.gibbs.path_target import PathTarget
+from stanflow.gibbs.path.target import PathTarget
 from stanflow.outdir import Interrupted
-from stanflow.qpaths.kernels import LogDensity, Particles, evaluate
+from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
 from stanflow.qpaths.stan_moves import adapted_step_size, nuts_transitions
 
 
@@ -81,7 +81,7 @@ class NutsMoves:
         log_pi0: LogDensity,
         log_pi1: LogDensity,
         n_moves: int,
-    ) -> tuple[Particles, float]:
+    ) -> tuple[Particles, MoveInfo]:
         """``n_moves`` NUTS transitions of every particle at ``omega = beta * omega_max``.
 
         Raises
@@ -108,7 +108,7 @@ class NutsMoves:
             {"omega": omega, "step_size": step_size, "accept": accept, "seconds": seconds}
         )
         self.step_size = adapted_step_size(step_size, accept, self.target_accept)
-        return evaluate(moved, log_pi0, log_pi1), accept
+        return evaluate(moved, log_pi0, log_pi1), MoveInfo(accept, n_moves)
 
     def _run(
         self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int,

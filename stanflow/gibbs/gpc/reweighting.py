@@ -128,7 +128,7 @@ def ellipsoid_coverage(
 ) -> np.ndarray:
     """Whether each weighted sample's Mahalanobis ellipsoid holds ``estimate``.
 
-    The weighted counterpart of :func:`stanflow.gibbs.gpc.draws_coverage` for
+    The weighted counterpart of :func:`stanflow.gibbs.gpc.regions.draws_coverage` for
     vectors: the ellipsoid of the weighted mean ``m_b`` and covariance ``C_b``
     whose radius is the weighted ``1 - alpha`` quantile of the draws' own
     distances ``(theta_s - m_b)' C_b^-1 (theta_s - m_b)``; it holds ``estimate``

@@ -2,7 +2,7 @@
 
 :func:`calibrate_path` sweeps one path for a data set and reads off it:
 
-- GPC's learning rate by root finding (:func:`stanflow.gibbs.path_gpc.path_gpc`);
+- GPC's learning rate by root finding (:func:`stanflow.gibbs.path.gpc_root.path_gpc`);
 - the plug-in ``tr(H J^-1 H) / tr(H)`` (:func:`stanflow.gibbs.plugin.calibrate_plugin`)
   and Holmes and Walker's ``tr(H) / tr(J)``
   (:func:`stanflow.gibbs.information.calibrate_holmes_walker`), marked on the path;
@@ -21,14 +21,14 @@ import xarray as xr
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.path import LearningRatePath, check_omega_max, to_inference_data
-from stanflow.gibbs.path_gpc import path_gpc
-from stanflow.gibbs.path_read import (
+from stanflow.gibbs.path.gpc_root import path_gpc
+from stanflow.gibbs.path.read import (
     default_omegas,
     functionals,
     reweight,
     weighted_quantile,
 )
+from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
 
@@ -101,11 +101,11 @@ def calibrate_path(
     Parameters
     ----------
     program : LossProgram
-        Any loss program (:class:`~stanflow.gibbs.path.LearningRatePath`).
+        Any loss program (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`).
     estimate : array_like, shape (P,), optional
         The full-data estimate; default :meth:`LossProgram.estimate`.
     B, alpha, omega0, seed, proposal_scale, xtol
-        GPC (:func:`~stanflow.gibbs.path_gpc.path_gpc`): the same resamples as
+        GPC (:func:`~stanflow.gibbs.path.gpc_root.path_gpc`): the same resamples as
         :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``.
     rules : sequence of {"plugin", "holmes_walker"}, default both
         Rules computed from the data and marked on the path.
@@ -115,7 +115,7 @@ def calibrate_path(
         Sweep at least this far after the calibration (the functionals'
         range); default the largest marked ``omega`` and ``omega0``.
     n_particles, n_moves, target_ess, moves
-        The sampler (:class:`~stanflow.gibbs.path.LearningRatePath`, ``q = 1``).
+        The sampler (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``).
 
     Returns
     -------

@@ -7,7 +7,7 @@ counts), in one of two designs:
 
 - ``"reweight"`` (:func:`reweight_evaluator`): one proposal sample, the
   full-data Gibbs posterior at a fraction of ``omega``, serves every resample
-  at every step through importance weights (:mod:`stanflow.gibbs.reweighting`;
+  at every step through importance weights (:mod:`stanflow.gibbs.gpc.reweighting`;
   the proposal draws' pointwise losses read from the program in process);
   resamples it serves poorly are sampled directly, and the proposal is redrawn
   when many are;
@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 
 from stanflow import arviz_compat
-from stanflow.gibbs import reweighting
 from stanflow.gibbs.estimate import Estimate
+from stanflow.gibbs.gpc import reweighting
+from stanflow.gibbs.gpc.backend import Evaluator, is_number, positive_int
+from stanflow.gibbs.gpc.regions import draws_coverage, draws_inside
 from stanflow.gibbs.program import LossProgram
-from stanflow.gibbs.regions import draws_coverage, draws_inside
 from stanflow.outdir import Interrupted
 from stanflow.runs import RunSet, RunSpec
 
@@ -45,14 +46,10 @@ REDRAW_SHARE = 0.1
 """``reweight`` design: redraw the proposal when more than this share of the
 resamples have too few effective draws."""
 
-Evaluator = Callable[[float, int], dict[str, float]]
-"""A backend's step: ``(omega, t) ->`` the coverage at ``omega`` (key
-``coverage``) and the backend's diagnostics of step ``t``."""
-
 
 @dataclass(frozen=True)
 class StanBackend:
-    """GPC's posteriors by NUTS on the program's executable (:mod:`stanflow.gibbs.gpc_stan`).
+    """GPC's posteriors by NUTS on the program's executable, through the run layer.
 
     Parameters
     ----------
@@ -108,9 +105,9 @@ class StanBackend:
         if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) \
                 or self.warmup < 0:
             raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
-        if not (_number(self.proposal_scale) and 0 < self.proposal_scale <= 1):
+        if not (is_number(self.proposal_scale) and 0 < self.proposal_scale <= 1):
             raise ValueError(f"proposal_scale must be in (0, 1], got {self.proposal_scale!r}")
-        if not (_number(self.min_ess) and self.min_ess >= 0):
+        if not (is_number(self.min_ess) and self.min_ess >= 0):
             raise ValueError(f"min_ess must be a number >= 0, got {self.min_ess!r}")
         if not isinstance(self.progress, bool):
             raise ValueError(f"progress must be True or False, got {self.progress!r}")
@@ -244,7 +241,7 @@ def reweight_evaluator(stan: StanGibbs, counts: np.ndarray, alpha: float) -> Eva
     """The ``reweight`` design's step: importance weights on one proposal sample.
 
     The proposal is the full-data Gibbs posterior at ``proposal_scale * omega``
-    (:mod:`stanflow.gibbs.reweighting`), sampled by ``proposal_chains`` runs of
+    (:mod:`stanflow.gibbs.gpc.reweighting`), sampled by ``proposal_chains`` runs of
     one chain; its draws' pointwise losses come from the program in process. A
     resample whose weights have a Kish effective sample size below ``min_ess``
     is sampled directly instead; when more than :data:`REDRAW_SHARE` of the
@@ -317,14 +314,3 @@ def reweight_evaluator(stan: StanGibbs, counts: np.ndarray, alpha: float) -> Eva
         }
 
     return evaluate
-
-
-def positive_int(value: Any, name: str) -> int:
-    """``value`` as an int ``>= 1``, or a ``ValueError`` naming it."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool)

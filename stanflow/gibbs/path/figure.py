@@ -2,7 +2,7 @@
 
 :func:`plot_path` draws, for one parameter of a path's ``InferenceData``
 (:func:`stanflow.gibbs.path.gibbs_path` or
-:func:`stanflow.gibbs.path_calibration.calibrate_path`), the posterior mean and
+:func:`stanflow.gibbs.path.calibrate_path`), the posterior mean and
 equal-tailed interval against ``omega`` (log axis) with their Monte Carlo
 bands, each calibration rule's ``omega`` as a vertical line, and
 ``log Z_n(omega)`` with its band on a second axis.

@@ -1,0 +1,41 @@
+"""The learning-rate path: every Gibbs posterior from ``omega = 0`` to ``omega_max``, one sweep.
+
+- :mod:`~stanflow.gibbs.path.target`: a loss program's losses and prior at
+  many particles (:class:`PathTarget`), where the particles live;
+- :mod:`~stanflow.gibbs.path.sweep`: the sweep (:class:`PathLevel`, the
+  kernels, the extendable loop :class:`LearningRatePath`) and
+  :func:`gibbs_path`, which returns the results; NUTS moves through the run
+  layer are :mod:`~stanflow.gibbs.path.moves`;
+- :mod:`~stanflow.gibbs.path.read`: the Gibbs posterior at any ``omega`` from
+  the particles (:func:`reweight`, :func:`cdf`, :func:`weighted_quantile`) and
+  its functionals against ``omega`` (:func:`functionals`);
+- :mod:`~stanflow.gibbs.path.gpc_root`: GPC by root finding on one path
+  (:func:`path_gpc`);
+- :mod:`~stanflow.gibbs.path.calibration`: every calibration rule on one path
+  (:func:`calibrate_path`, :func:`rules_on_path`);
+- :mod:`~stanflow.gibbs.path.figure`: the path drawn (:func:`plot_path`).
+
+See ``docs/gibbs.md``.
+"""
+
+from stanflow.gibbs.path.calibration import calibrate_path, rules_on_path
+from stanflow.gibbs.path.figure import plot_path
+from stanflow.gibbs.path.gpc_root import path_gpc
+from stanflow.gibbs.path.read import cdf, functionals, reweight, weighted_quantile
+from stanflow.gibbs.path.sweep import LearningRatePath, PathLevel, gibbs_path
+from stanflow.gibbs.path.target import PathTarget
+
+__all__ = [
+    "LearningRatePath",
+    "PathLevel",
+    "PathTarget",
+    "calibrate_path",
+    "cdf",
+    "functionals",
+    "gibbs_path",
+    "path_gpc",
+    "plot_path",
+    "reweight",
+    "rules_on_path",
+    "weighted_quantile",
+]

@@ -1,0 +1,389 @@
+"""Self-tuning MCMC moves: the default kernel of SMC and AIS along q-paths.
+
+Everything the moves need is read from the particles at each temperature, so a
+user tunes nothing:
+
+- **Preconditioning.** The particles' mean ``m`` and covariance ``C = L L'``
+  whiten the target: the moves act on ``u = L^-1 (z - m)``, where a
+  posterior close to Gaussian is close to ``N(0, I)`` whatever its scales and
+  correlations.
+- **The move.** When the base and the target both give gradients
+  (:mod:`~stanflow.qpaths.densities`: a Stan program in process, or
+  :class:`~stanflow.qpaths.densities.GaussianBase`), Hamiltonian Monte Carlo
+  in ``u``: leapfrog trajectories of length about ``pi / 2`` (a quarter period
+  of ``N(0, I)``, drawn anew each move so no trajectory is periodic), the step
+  size jittered per particle and adapted to the acceptance rate (aim
+  :data:`HMC_ACCEPT`), carried from one temperature to the next. Otherwise an
+  independence proposal from ``N(m, 1.1^2 C)`` (an accepted one forgets its
+  start entirely) followed by a random-walk step in ``u`` whose scale is
+  adapted the same way (aim :data:`RWM_ACCEPT`).
+- **How many moves.** Moves repeat until the particles forget where they
+  started: until the largest correlation, over the coordinates of ``u``,
+  between the particles before the first move and now is below
+  ``decorrelation`` (default 0.1), at most ``max_moves``. Resampling leaves
+  duplicates; this criterion runs the moves until they have separated, which a
+  fixed count cannot promise in every dimension and at every temperature.
+
+All particles move in one vectorised step (one call of each density per
+leapfrog step or proposal), so a Stan program's batch evaluation in process
+keeps every core busy. A particle whose trajectory meets a point the program
+rejects (``-inf``) or a non-finite gradient stops there and is not moved.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from stanflow.qpaths.densities import is_differentiable
+from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
+from stanflow.qpaths.qmath import log_qpath, target_share
+
+HMC_ACCEPT = 0.8
+"""Mean acceptance probability the HMC step size aims at."""
+RWM_ACCEPT = 0.3
+"""Acceptance rate the random-walk scale aims at."""
+INDEPENDENCE_SCALE = 1.1
+"""Independence proposal ``N(m, scale^2 C)``: a little wider than the particles."""
+TRAJECTORY = (0.5 * math.pi / 2, 1.5 * math.pi / 2)
+"""Range of the trajectory length drawn for each HMC move (whitened units)."""
+MAX_LEAPFROG = 64
+"""Most leapfrog steps in one trajectory."""
+JITTER = 0.2
+"""Each particle's step size is the tuned one times ``U(1 - JITTER, 1 + JITTER)``."""
+
+
+class SelfTuningMoves:
+    """The default move kernel of :func:`~stanflow.qpaths.annealing.smc` and ``ais``.
+
+    See the module docstring for what it tunes and how. One instance serves one
+    run (its step size carries over the temperatures); ``smc`` and ``ais``
+    make a fresh one per run.
+
+    Parameters
+    ----------
+    kind : {"auto", "hmc", "independence-rwm"}, default "auto"
+        ``"auto"``: HMC when both densities are differentiable, else
+        ``"independence-rwm"``.
+    decorrelation : float, default 0.1
+        Stop moving when the largest correlation of a whitened coordinate
+        with its value before the moves is below this, in ``(0, 1)``.
+    max_moves : int, default 100
+        Upper bound on the moves per temperature.
+
+    Attributes
+    ----------
+    kind : str
+        The move in use (``"hmc"`` or ``"independence-rwm"``) after the first call.
+    step_size : float or None
+        HMC step size or random-walk scale (whitened units) for the next call.
+    """
+
+    def __init__(
+        self, kind: str = "auto", decorrelation: float = 0.1, max_moves: int = 100
+    ) -> None:
+        if kind not in ("auto", "hmc", "independence-rwm"):
+            raise ValueError(
+                f"kind must be 'auto', 'hmc' or 'independence-rwm', got {kind!r}"
+            )
+        if not 0 < decorrelation < 1:
+            raise ValueError(f"decorrelation must lie in (0, 1), got {decorrelation}")
+        if isinstance(max_moves, bool) or int(max_moves) != max_moves or max_moves < 1:
+            raise ValueError(f"max_moves must be an integer >= 1, got {max_moves}")
+        self.kind = kind
+        self.decorrelation = float(decorrelation)
+        self.max_moves = int(max_moves)
+        self.step_size: float | None = None
+
+    def __call__(
+        self,
+        rng: np.random.Generator,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+        n_moves: int | None,
+    ) -> tuple[Particles, MoveInfo]:
+        """Move the particles so that ``pi_{beta,q}`` stays invariant.
+
+        ``n_moves`` fixes the number of moves; ``None`` moves until the
+        particles have decorrelated (see the module docstring).
+        """
+        n, d = particles.z.shape
+        if n <= d:
+            raise ValueError(
+                f"particles: self-tuning moves need more particles than dimensions, "
+                f"got {n} particles in {d} dimensions"
+            )
+        if self.kind == "auto":
+            both = is_differentiable(log_pi0) and is_differentiable(log_pi1)
+            self.kind = "hmc" if both else "independence-rwm"
+        if self.kind == "hmc":
+            for name, density in (("log_pi0", log_pi0), ("log_pi1", log_pi1)):
+                if not is_differentiable(density):
+                    raise ValueError(
+                        f"{name}: HMC moves need value_and_gradient(z) "
+                        "(see stanflow.qpaths.densities)"
+                    )
+        whitening = Whitening.fit(particles.z)
+        move = _HmcMove(self, whitening) if self.kind == "hmc" else _IndependenceRwmMove(
+            self, whitening
+        )
+        start = whitening.white(particles.z)
+        state = move.init(particles, beta, q, log_pi0, log_pi1)
+        accepted, done = 0.0, 0
+        limit = self.max_moves if n_moves is None else n_moves
+        while done < limit:
+            state, rate = move.step(rng, state, beta, q, log_pi0, log_pi1)
+            accepted += rate
+            done += 1
+            if n_moves is None and _max_correlation(start, whitening.white(state.z)) < (
+                self.decorrelation
+            ):
+                break
+        return state, MoveInfo(accepted / done, done)
+
+
+class Whitening:
+    """``u = L^-1 (z - m)`` for the particles' mean ``m`` and covariance ``L L'``."""
+
+    def __init__(self, mean: np.ndarray, chol: np.ndarray) -> None:
+        self.mean, self.chol = mean, chol
+
+    @classmethod
+    def fit(cls, z: np.ndarray) -> Whitening:
+        """From particles ``z`` of shape ``(N, d)``, with a small ridge."""
+        d = z.shape[1]
+        cov = np.atleast_2d(np.cov(z, rowvar=False))
+        ridge = 1e-10 * (np.trace(cov) / d + 1e-300)
+        return cls(z.mean(axis=0), np.linalg.cholesky(cov + ridge * np.eye(d)))
+
+    def white(self, z: np.ndarray) -> np.ndarray:
+        return solve_triangular(self.chol, (z - self.mean).T, lower=True).T
+
+    def unwhite(self, u: np.ndarray) -> np.ndarray:
+        return self.mean + u @ self.chol.T
+
+
+def _max_correlation(start: np.ndarray, now: np.ndarray) -> float:
+    """Largest ``|corr|`` between the particles' coordinates, and their squares, before and now.
+
+    ``start`` and ``now`` have shape ``(N, d)`` (whitened); a constant column counts as 1.
+    The squares see a spread the moves have not restored yet, which the
+    coordinates alone miss.
+    """
+    start = np.hstack([start, start**2])
+    now = np.hstack([now, now**2])
+    a = start - start.mean(axis=0)
+    b = now - now.mean(axis=0)
+    scale = np.sqrt(np.sum(a**2, axis=0) * np.sum(b**2, axis=0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        corr = np.abs(np.sum(a * b, axis=0)) / scale
+    return float(np.max(np.where(scale > 0, corr, 1.0)))
+
+
+def _adapt(size: float, rate: float, aim: float) -> float:
+    """Multiply a step size by ``exp(2 (rate - aim))``, a factor in ``[0.5, 2]``."""
+    return size * float(np.clip(np.exp(2.0 * (rate - aim)), 0.5, 2.0))
+
+
+class _HmcMove:
+    """HMC in whitened coordinates; ``step`` is one trajectory of every particle."""
+
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
+        self.owner, self.whitening = owner, whitening
+        self.grad = np.empty((0, 0))
+
+    def init(
+        self,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> Particles:
+        if self.owner.step_size is None:
+            self.owner.step_size = min(1.0, particles.z.shape[1] ** -0.25)
+        self.grad = self._gradient(particles, beta, q, log_pi0, log_pi1)
+        return particles
+
+    def step(
+        self,
+        rng: np.random.Generator,
+        state: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> tuple[Particles, float]:
+        n, d = state.z.shape
+        size = float(self.owner.step_size)  # type: ignore[arg-type]
+        steps = int(min(MAX_LEAPFROG, max(1, round(rng.uniform(*TRAJECTORY) / size))))
+        eps = size * rng.uniform(1 - JITTER, 1 + JITTER, size=(n, 1))
+        grad = self.grad
+        u = self.whitening.white(state.z)
+        momentum = rng.standard_normal((n, d))
+        energy = -log_qpath(state.log_pi0, state.log_pi1, beta, q) + 0.5 * np.sum(
+            momentum**2, axis=1
+        )
+        alive = np.ones(n, dtype=bool)
+        current = state
+        momentum = momentum + 0.5 * eps * grad
+        for k in range(steps):
+            u = np.where(alive[:, None], u + eps * momentum, u)
+            current, grad, alive = self._evaluate(
+                u, alive, current, beta, q, log_pi0, log_pi1, grad
+            )
+            momentum = momentum + (0.5 if k == steps - 1 else 1.0) * eps * grad
+        with np.errstate(invalid="ignore", over="ignore"):
+            proposed = -log_qpath(current.log_pi0, current.log_pi1, beta, q) + 0.5 * np.sum(
+                momentum**2, axis=1
+            )
+            log_ratio = np.where(alive, energy - proposed, -np.inf)
+        log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
+        accept = np.log(rng.uniform(size=n)) < log_ratio
+        rate = float(np.mean(np.exp(np.minimum(log_ratio, 0.0))))
+        self.owner.step_size = _adapt(size, rate, HMC_ACCEPT)
+        self.grad = np.where(accept[:, None], grad, self.grad)
+        moved = Particles(
+            np.where(accept[:, None], current.z, state.z),
+            np.where(accept, current.log_pi0, state.log_pi0),
+            np.where(accept, current.log_pi1, state.log_pi1),
+        )
+        return moved, rate
+
+    def _gradient(
+        self,
+        state: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> np.ndarray:
+        """Gradient of ``log pi_{beta,q}`` in whitened coordinates at ``state``."""
+        _, grad0 = log_pi0.value_and_gradient(state.z)  # type: ignore[attr-defined]
+        _, grad1 = log_pi1.value_and_gradient(state.z)  # type: ignore[attr-defined]
+        return self._combine(state.log_pi0, state.log_pi1, grad0, grad1, beta, q)
+
+    def _combine(
+        self,
+        lp0: np.ndarray,
+        lp1: np.ndarray,
+        grad0: np.ndarray,
+        grad1: np.ndarray,
+        beta: float,
+        q: float,
+    ) -> np.ndarray:
+        share = target_share(lp0, lp1, beta, q)[:, None]
+        return ((1 - share) * grad0 + share * grad1) @ self.whitening.chol
+
+    def _evaluate(
+        self,
+        u: np.ndarray,
+        alive: np.ndarray,
+        current: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+        grad: np.ndarray,
+    ) -> tuple[Particles, np.ndarray, np.ndarray]:
+        """Densities and whitened gradient at the live rows of ``u``; rows that fail die."""
+        rows = np.flatnonzero(alive & np.isfinite(u).all(axis=1))
+        alive = np.zeros_like(alive)
+        z = current.z.copy()
+        lp0, lp1 = current.log_pi0.copy(), current.log_pi1.copy()
+        grad = grad.copy()
+        if rows.size:
+            z_rows = self.whitening.unwhite(u[rows])
+            v0, g0 = log_pi0.value_and_gradient(z_rows)  # type: ignore[attr-defined]
+            v1, g1 = log_pi1.value_and_gradient(z_rows)  # type: ignore[attr-defined]
+            v0, v1 = np.asarray(v0, dtype=float), np.asarray(v1, dtype=float)
+            ok = (
+                np.isfinite(v0)
+                & np.isfinite(v1)
+                & np.isfinite(g0).all(axis=1)
+                & np.isfinite(g1).all(axis=1)
+            )
+            good = rows[ok]
+            z[good], lp0[good], lp1[good] = z_rows[ok], v0[ok], v1[ok]
+            grad[good] = self._combine(v0[ok], v1[ok], g0[ok], g1[ok], beta, q)
+            alive[good] = True
+        return Particles(z, lp0, lp1), grad, alive
+
+
+class _IndependenceRwmMove:
+    """An independence proposal from the fitted Gaussian, then a whitened random-walk step."""
+
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
+        self.owner, self.whitening = owner, whitening
+        self.log_det = float(np.sum(np.log(np.diag(whitening.chol))))
+
+    def init(
+        self,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> Particles:
+        if self.owner.step_size is None:
+            self.owner.step_size = 2.38 / math.sqrt(particles.z.shape[1])
+        return particles
+
+    def step(
+        self,
+        rng: np.random.Generator,
+        state: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> tuple[Particles, float]:
+        n, d = state.z.shape
+        scale = INDEPENDENCE_SCALE
+
+        def log_g(u: np.ndarray) -> np.ndarray:
+            return -0.5 * np.sum(u**2, axis=1) / scale**2
+
+        draws = scale * rng.standard_normal((n, d))
+        state, independence = _metropolis(
+            rng, state, self.whitening.unwhite(draws), beta, q, log_pi0, log_pi1,
+            log_g(self.whitening.white(state.z)) - log_g(draws),
+        )
+        size = float(self.owner.step_size)  # type: ignore[arg-type]
+        walk = self.whitening.white(state.z) + size * rng.standard_normal((n, d))
+        state, local = _metropolis(
+            rng, state, self.whitening.unwhite(walk), beta, q, log_pi0, log_pi1, 0.0
+        )
+        self.owner.step_size = _adapt(size, local, RWM_ACCEPT)
+        return state, 0.5 * (independence + local)
+
+
+def _metropolis(
+    rng: np.random.Generator,
+    state: Particles,
+    proposal_z: np.ndarray,
+    beta: float,
+    q: float,
+    log_pi0: LogDensity,
+    log_pi1: LogDensity,
+    log_correction: np.ndarray | float,
+) -> tuple[Particles, float]:
+    """Accept ``proposal_z`` row by row by Metropolis-Hastings; the acceptance rate."""
+    proposal = evaluate(proposal_z, log_pi0, log_pi1)
+    log_ratio = (
+        log_qpath(proposal.log_pi0, proposal.log_pi1, beta, q)
+        - log_qpath(state.log_pi0, state.log_pi1, beta, q)
+        + log_correction
+    )
+    accept = np.log(rng.uniform(size=len(log_ratio))) < log_ratio
+    moved = Particles(
+        np.where(accept[:, None], proposal.z, state.z),
+        np.where(accept, proposal.log_pi0, state.log_pi0),
+        np.where(accept, proposal.log_pi1, state.log_pi1),
+    )
+    return moved, float(accept.mean())
