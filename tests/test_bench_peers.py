@@ -20,7 +20,10 @@ PEERS = REPO / "bench" / "peers"
 RESULTS = REPO / "bench" / "results"
 DOC = REPO / "docs" / "benchmarks.md"
 
-SCRIPTS = ["pymc_power_posterior.py", "quantreg_intervals.py", "_pymc_power_worker.py"]
+SCRIPTS = [
+    "pymc_power_posterior.py", "quantreg_intervals.py", "_pymc_power_worker.py", "smc_log_z.py",
+    "_pymc_smc_worker.py", "_blackjax_smc_worker.py",
+]
 
 RATES = ["wall", "draws_per_s", "ess_bulk", "ess_per_s"]
 QUOTED = {

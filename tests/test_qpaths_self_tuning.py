@@ -58,14 +58,15 @@ def base_of(d, differentiable=True):
 def test_default_smc_recovers_log_z(differentiable, d):
     log_pi0, sample_pi0 = base_of(d, differentiable)
     target = correlated(d, differentiable)
-    group = smc(log_pi0, sample_pi0, target, n_particles=1000, n_runs=4, seed=d).smc
     kind = "hmc" if differentiable else "independence-rwm"
-    assert group.attrs["moves"] == f"self-tuning {kind}"
+    moves = SelfTuningMoves(kind=kind)
+    group = smc(log_pi0, sample_pi0, target, n_particles=1000, n_runs=4, seed=d, moves=moves).smc
+    assert group.attrs["moves"].startswith(f"self-tuning ({kind} at ")
     error = abs(group.attrs["log_z"] - C)
     assert error < 4 * group.attrs["log_z_se"] + 0.05, (error, group.attrs["log_z_se"])
     # The number of moves is chosen per temperature and recorded.
     moves = group.n_moves.values[~np.isnan(group.n_moves.values)]
-    assert moves.min() >= 1 and moves.max() <= 100
+    assert moves.min() >= 1 and moves.max() <= 30
 
 
 @pytest.mark.parametrize("q", [1.0, 0.9])
@@ -73,8 +74,8 @@ def test_default_ais_recovers_log_z(q):
     d = 3
     log_pi0, sample_pi0 = base_of(d)
     target = correlated(d)
-    group = ais(log_pi0, sample_pi0, target, np.linspace(0, 1, 40) ** 4, q=q,
-                n_particles=1000, n_runs=4, seed=3).smc
+    group = ais(log_pi0, sample_pi0, target, np.linspace(0, 1, 20) ** 4, q=q,
+                n_particles=500, n_runs=4, seed=3).smc
     error = abs(group.attrs["log_z"] - C)
     assert error < 4 * group.attrs["log_z_se"] + 0.05, (error, group.attrs["log_z_se"])
 
@@ -184,3 +185,33 @@ def test_gaussian_base_is_normalised_with_its_gradient():
     assert np.allclose(grad, numeric, atol=1e-6)
     with pytest.raises(ValueError, match="sd must be positive"):
         GaussianBase(2, sd=0.0)
+
+
+class Banana:
+    """``exp(-(z0^2 / A^2 + (z1 - B z0^2)^2) / 2)``: a twisted Gaussian with ``Z = 2 pi A``.
+
+    The shear ``z1 -> z1 - B z0^2`` keeps volumes, so ``Z`` is the normal's.
+    """
+
+    A, B = 2.0, 0.8
+
+    def __call__(self, z):
+        return -0.5 * ((z[:, 0] / self.A) ** 2 + (z[:, 1] - self.B * z[:, 0] ** 2) ** 2)
+
+    def value_and_gradient(self, z):
+        shear = z[:, 1] - self.B * z[:, 0] ** 2
+        grad = np.stack([-z[:, 0] / self.A**2 + 2 * self.B * z[:, 0] * shear, -shear], axis=1)
+        return self(z), grad
+
+
+def test_auto_uses_gradients_where_the_fitted_gaussian_fails():
+    """Near Gaussian: independence proposals; on the banana's far end: HMC; log Z right."""
+    base = GaussianBase(2, sd=5.0)
+    kernel = SelfTuningMoves()
+    group = smc(base, base.sample, Banana(), n_particles=2000, n_runs=4, seed=5,
+                moves=kernel).smc
+    moves = [call["move"] for call in kernel.history]
+    assert moves[0] == "independence-rwm" and "hmc" in moves, moves
+    truth = np.log(2 * np.pi * Banana.A)
+    error = abs(group.attrs["log_z"] - truth)
+    assert error < 4 * group.attrs["log_z_se"] + 0.05, (error, group.attrs["log_z_se"])

@@ -7,6 +7,11 @@
   two Gaussians in closed form (Grosse et al. 2013), for comparison;
 - :mod:`~stanflow.qpaths.kernels`: the building blocks (particles, weights,
   resampling, the adaptive schedule, vectorised random-walk Metropolis);
+- :mod:`~stanflow.qpaths.self_tuning`: the default moves of SMC and AIS, tuned
+  from the particles (independence proposals or HMC, repeated until the
+  particles decorrelate);
+- :mod:`~stanflow.qpaths.densities`: densities with gradients
+  (:class:`~stanflow.qpaths.densities.GaussianBase`);
 - :mod:`~stanflow.qpaths.annealing`: SMC (adaptive or fixed schedule, pluggable move
   kernels) and AIS, returning ``InferenceData`` with an ``smc`` group;
 - :mod:`~stanflow.qpaths.ti`: thermodynamic integration;
@@ -49,6 +54,7 @@ from stanflow.qpaths.bdmc import (
 )
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import JointChoice, joint_heuristic
+from stanflow.qpaths.densities import GaussianBase
 from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import LogisticTarget, load_uci
@@ -62,15 +68,18 @@ from stanflow.qpaths.qmath import (
     q_from_delta,
 )
 from stanflow.qpaths.reference import reference_log_z
+from stanflow.qpaths.self_tuning import SelfTuningMoves
 from stanflow.qpaths.stan_density import StanLogDensity, stan_log_density
 from stanflow.qpaths.stan_moves import StanMoves
 from stanflow.qpaths.stan_ti import thermodynamic_integration_stan
 from stanflow.qpaths.ti import thermodynamic_integration
 
 __all__ = [
+    "GaussianBase",
     "JointChoice",
     "LatentModel",
     "LogisticTarget",
+    "SelfTuningMoves",
     "StanLogDensity",
     "StanMoves",
     "ais",

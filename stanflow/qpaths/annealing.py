@@ -16,6 +16,7 @@ from the spread of the runs.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -236,9 +237,15 @@ def _check_moves(n_moves: int | None) -> None:
 
 
 def _kernel_name(kernel: MoveKernel) -> str:
-    """What moved the particles: ``"self-tuning hmc"``, ``"rwm_moves"``, ``"StanMoves"``."""
+    """What moved the particles (of the last run).
+
+    ``"self-tuning (independence-rwm at 12, hmc at 9 temperatures)"``,
+    ``"rwm_moves"``, ``"StanMoves"``.
+    """
     if isinstance(kernel, SelfTuningMoves):
-        return f"self-tuning {kernel.kind}"
+        used = Counter(str(call["move"]) for call in kernel.history)
+        counts = ", ".join(f"{move} at {count}" for move, count in used.items())
+        return f"self-tuning ({counts} temperatures)"
     return getattr(kernel, "__name__", type(kernel).__name__)
 
 

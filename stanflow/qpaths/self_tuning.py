@@ -7,16 +7,21 @@ user tunes nothing:
   whiten the target: the moves act on ``u = L^-1 (z - m)``, where a
   posterior close to Gaussian is close to ``N(0, I)`` whatever its scales and
   correlations.
-- **The move.** When the base and the target both give gradients
+- **The move.** The cheapest move that works. First an independence
+  proposal from ``N(m, 1.1^2 C)``: an accepted one forgets its start entirely,
+  at the cost of one density evaluation. Where it is accepted often
+  (:data:`INDEPENDENCE_ENOUGH`; the path is close to Gaussian), the moves go
+  on as independence proposals. Where it is not, and the densities give no
+  gradients, each independence proposal is followed by a random-walk step in
+  ``u`` whose scale is adapted to the acceptance rate (aim :data:`RWM_ACCEPT`).
+  Where the base and the target both give gradients
   (:mod:`~stanflow.qpaths.densities`: a Stan program in process, or
-  :class:`~stanflow.qpaths.densities.GaussianBase`), Hamiltonian Monte Carlo
-  in ``u``: leapfrog trajectories of length about ``pi / 2`` (a quarter period
-  of ``N(0, I)``, drawn anew each move so no trajectory is periodic), the step
-  size jittered per particle and adapted to the acceptance rate (aim
-  :data:`HMC_ACCEPT`), carried from one temperature to the next. Otherwise an
-  independence proposal from ``N(m, 1.1^2 C)`` (an accepted one forgets its
-  start entirely) followed by a random-walk step in ``u`` whose scale is
-  adapted the same way (aim :data:`RWM_ACCEPT`).
+  :class:`~stanflow.qpaths.densities.GaussianBase`), the moves are
+  Hamiltonian Monte Carlo in ``u``: leapfrog trajectories of length about
+  ``pi / 2`` (a quarter period of ``N(0, I)``, drawn anew each move so no
+  trajectory is periodic), the step size jittered per particle and adapted to
+  the acceptance rate (aim :data:`HMC_ACCEPT`). Step size and scale carry
+  over from one temperature to the next.
 - **How many moves.** Moves repeat until the particles forget where they
   started: until the largest correlation, over the coordinates of ``u``,
   between the particles before the first move and now is below
@@ -45,6 +50,8 @@ HMC_ACCEPT = 0.8
 """Mean acceptance probability the HMC step size aims at."""
 RWM_ACCEPT = 0.3
 """Acceptance rate the random-walk scale aims at."""
+INDEPENDENCE_ENOUGH = 0.5
+"""Acceptance of the first independence proposal above which no gradient is used."""
 INDEPENDENCE_SCALE = 1.1
 """Independence proposal ``N(m, scale^2 C)``: a little wider than the particles."""
 TRAJECTORY = (0.5 * math.pi / 2, 1.5 * math.pi / 2)
@@ -64,30 +71,32 @@ class SelfTuningMoves:
 
     Parameters
     ----------
-    kind : {"auto", "hmc", "independence-rwm"}, default "auto"
-        ``"auto"``: HMC when both densities are differentiable, else
-        ``"independence-rwm"``.
-    decorrelation : float, default 0.1
-        Stop moving when the largest correlation of a whitened coordinate
-        with its value before the moves is below this, in ``(0, 1)``.
-    max_moves : int, default 100
+    kind : {"auto", "independence", "independence-rwm", "hmc"}, default "auto"
+        ``"auto"``: choose at each temperature as the module docstring says
+        (HMC only where both densities are differentiable); the others force
+        one move.
+    decorrelation : float, default 0.01
+        The correlation, in ``(0, 1)``, that the moves aim to leave between
+        the particles before and after them, for the slowest of their
+        whitened coordinates, squares and log density.
+    max_moves : int, default 30
         Upper bound on the moves per temperature.
 
     Attributes
     ----------
-    kind : str
-        The move in use (``"hmc"`` or ``"independence-rwm"``) after the first call.
-    step_size : float or None
-        HMC step size or random-walk scale (whitened units) for the next call.
+    step_size, walk_scale : float or None
+        HMC step size and random-walk scale (whitened units) for the next call.
+    history : list of dict
+        Per call: ``beta``, ``move`` (``"independence"``, ``"independence-rwm"``
+        or ``"hmc"``),
+        ``n_moves``, ``acceptance``.
     """
 
     def __init__(
-        self, kind: str = "auto", decorrelation: float = 0.1, max_moves: int = 100
+        self, kind: str = "auto", decorrelation: float = 0.01, max_moves: int = 30
     ) -> None:
-        if kind not in ("auto", "hmc", "independence-rwm"):
-            raise ValueError(
-                f"kind must be 'auto', 'hmc' or 'independence-rwm', got {kind!r}"
-            )
+        if kind != "auto" and kind not in MOVES:
+            raise ValueError(f"kind must be 'auto' or one of {sorted(MOVES)}, got {kind!r}")
         if not 0 < decorrelation < 1:
             raise ValueError(f"decorrelation must lie in (0, 1), got {decorrelation}")
         if isinstance(max_moves, bool) or int(max_moves) != max_moves or max_moves < 1:
@@ -96,6 +105,8 @@ class SelfTuningMoves:
         self.decorrelation = float(decorrelation)
         self.max_moves = int(max_moves)
         self.step_size: float | None = None
+        self.walk_scale: float | None = None
+        self.history: list[dict[str, float | int | str]] = []
 
     def __call__(
         self,
@@ -118,33 +129,54 @@ class SelfTuningMoves:
                 f"particles: self-tuning moves need more particles than dimensions, "
                 f"got {n} particles in {d} dimensions"
             )
-        if self.kind == "auto":
-            both = is_differentiable(log_pi0) and is_differentiable(log_pi1)
-            self.kind = "hmc" if both else "independence-rwm"
-        if self.kind == "hmc":
-            for name, density in (("log_pi0", log_pi0), ("log_pi1", log_pi1)):
-                if not is_differentiable(density):
-                    raise ValueError(
-                        f"{name}: HMC moves need value_and_gradient(z) "
-                        "(see stanflow.qpaths.densities)"
-                    )
+        gradients = is_differentiable(log_pi0) and is_differentiable(log_pi1)
+        if self.kind == "hmc" and not gradients:
+            name = "log_pi1" if is_differentiable(log_pi0) else "log_pi0"
+            raise ValueError(
+                f"{name}: HMC moves need value_and_gradient(z) (see stanflow.qpaths.densities)"
+            )
         whitening = Whitening.fit(particles.z)
-        move = _HmcMove(self, whitening) if self.kind == "hmc" else _IndependenceRwmMove(
-            self, whitening
-        )
-        start = whitening.white(particles.z)
-        state = move.init(particles, beta, q, log_pi0, log_pi1)
-        accepted, done = 0.0, 0
+        start = _features(particles, whitening, beta, q)
         limit = self.max_moves if n_moves is None else n_moves
-        while done < limit:
+        state, accepted, done, kind = particles, 0.0, 0, self.kind
+        if kind == "auto":
+            state, accepted = _independence_step(rng, state, whitening, beta, q, log_pi0, log_pi1)
+            done = 1
+            if accepted >= INDEPENDENCE_ENOUGH:
+                kind = "independence"
+            else:
+                kind = "hmc" if gradients else "independence-rwm"
+        move = MOVES[kind](self, whitening)
+        state = move.init(state, beta, q, log_pi0, log_pi1)
+        needed = limit
+        while done < min(limit, needed):
             state, rate = move.step(rng, state, beta, q, log_pi0, log_pi1)
             accepted += rate
             done += 1
-            if n_moves is None and _max_correlation(start, whitening.white(state.z)) < (
-                self.decorrelation
-            ):
-                break
-        return state, MoveInfo(accepted / done, done)
+            if n_moves is None:
+                left = _max_correlation(start, _features(state, whitening, beta, q))
+                needed = self._moves_needed(left, done, n, needed)
+        info = MoveInfo(accepted / done, done)
+        self.history.append(
+            {"beta": beta, "move": kind, "n_moves": done, "acceptance": info.acceptance}
+        )
+        return state, info
+
+
+    def _moves_needed(self, correlation: float, done: int, n: int, previous: int) -> int:
+        """Moves that bring the largest correlation to ``decorrelation``, from its decay so far.
+
+        Each move multiplies the correlation by about ``rho = correlation^(1 / done)``,
+        so ``log(decorrelation) / log(rho)`` moves reach the aim. Below the noise
+        floor of a correlation of ``n`` particles (``3 / sqrt(n)``) the decay cannot
+        be read and the previous estimate stands.
+        """
+        if correlation <= 3 / math.sqrt(n):
+            return previous if previous < self.max_moves else done
+        if correlation >= 1:
+            return self.max_moves
+        per_move = math.log(correlation) / done
+        return max(done, math.ceil(math.log(self.decorrelation) / per_move))
 
 
 class Whitening:
@@ -168,15 +200,20 @@ class Whitening:
         return self.mean + u @ self.chol.T
 
 
-def _max_correlation(start: np.ndarray, now: np.ndarray) -> float:
-    """Largest ``|corr|`` between the particles' coordinates, and their squares, before and now.
+def _features(state: Particles, whitening: Whitening, beta: float, q: float) -> np.ndarray:
+    """What must forget its start: whitened coordinates, their squares, the log density.
 
-    ``start`` and ``now`` have shape ``(N, d)`` (whitened); a constant column counts as 1.
-    The squares see a spread the moves have not restored yet, which the
-    coordinates alone miss.
+    Shape ``(N, 2 d + 1)``. The squares see a spread the moves have not
+    restored yet, which the coordinates alone miss; the log density is the
+    slowest function of the state for HMC (its energy) and sees the tails.
     """
-    start = np.hstack([start, start**2])
-    now = np.hstack([now, now**2])
+    u = whitening.white(state.z)
+    log_density = log_qpath(state.log_pi0, state.log_pi1, beta, q)
+    return np.hstack([u, u**2, log_density[:, None]])
+
+
+def _max_correlation(start: np.ndarray, now: np.ndarray) -> float:
+    """Largest ``|corr|`` between the columns of two ``(N, k)`` arrays; a constant column counts as 1."""
     a = start - start.mean(axis=0)
     b = now - now.mean(axis=0)
     scale = np.sqrt(np.sum(a**2, axis=0) * np.sum(b**2, axis=0))
@@ -299,8 +336,10 @@ class _HmcMove:
         grad = grad.copy()
         if rows.size:
             z_rows = self.whitening.unwhite(u[rows])
-            v0, g0 = log_pi0.value_and_gradient(z_rows)  # type: ignore[attr-defined]
-            v1, g1 = log_pi1.value_and_gradient(z_rows)  # type: ignore[attr-defined]
+            # A diverging trajectory overflows the densities: those rows die below.
+            with np.errstate(over="ignore", invalid="ignore"):
+                v0, g0 = log_pi0.value_and_gradient(z_rows)  # type: ignore[attr-defined]
+                v1, g1 = log_pi1.value_and_gradient(z_rows)  # type: ignore[attr-defined]
             v0, v1 = np.asarray(v0, dtype=float), np.asarray(v1, dtype=float)
             ok = (
                 np.isfinite(v0)
@@ -330,8 +369,8 @@ class _IndependenceRwmMove:
         log_pi0: LogDensity,
         log_pi1: LogDensity,
     ) -> Particles:
-        if self.owner.step_size is None:
-            self.owner.step_size = 2.38 / math.sqrt(particles.z.shape[1])
+        if self.owner.walk_scale is None:
+            self.owner.walk_scale = 2.38 / math.sqrt(particles.z.shape[1])
         return particles
 
     def step(
@@ -344,23 +383,74 @@ class _IndependenceRwmMove:
         log_pi1: LogDensity,
     ) -> tuple[Particles, float]:
         n, d = state.z.shape
-        scale = INDEPENDENCE_SCALE
-
-        def log_g(u: np.ndarray) -> np.ndarray:
-            return -0.5 * np.sum(u**2, axis=1) / scale**2
-
-        draws = scale * rng.standard_normal((n, d))
-        state, independence = _metropolis(
-            rng, state, self.whitening.unwhite(draws), beta, q, log_pi0, log_pi1,
-            log_g(self.whitening.white(state.z)) - log_g(draws),
+        state, independence = _independence_step(
+            rng, state, self.whitening, beta, q, log_pi0, log_pi1
         )
-        size = float(self.owner.step_size)  # type: ignore[arg-type]
+        size = float(self.owner.walk_scale)  # type: ignore[arg-type]
         walk = self.whitening.white(state.z) + size * rng.standard_normal((n, d))
         state, local = _metropolis(
             rng, state, self.whitening.unwhite(walk), beta, q, log_pi0, log_pi1, 0.0
         )
-        self.owner.step_size = _adapt(size, local, RWM_ACCEPT)
+        self.owner.walk_scale = _adapt(size, local, RWM_ACCEPT)
         return state, 0.5 * (independence + local)
+
+
+class _IndependenceMove:
+    """Independence proposals from the fitted Gaussian alone (a path close to Gaussian)."""
+
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
+        self.whitening = whitening
+
+    def init(
+        self,
+        particles: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> Particles:
+        return particles
+
+    def step(
+        self,
+        rng: np.random.Generator,
+        state: Particles,
+        beta: float,
+        q: float,
+        log_pi0: LogDensity,
+        log_pi1: LogDensity,
+    ) -> tuple[Particles, float]:
+        return _independence_step(rng, state, self.whitening, beta, q, log_pi0, log_pi1)
+
+
+MOVES: dict[str, type[_HmcMove | _IndependenceRwmMove | _IndependenceMove]] = {
+    "independence": _IndependenceMove,
+    "independence-rwm": _IndependenceRwmMove,
+    "hmc": _HmcMove,
+}
+
+
+def _independence_step(
+    rng: np.random.Generator,
+    state: Particles,
+    whitening: Whitening,
+    beta: float,
+    q: float,
+    log_pi0: LogDensity,
+    log_pi1: LogDensity,
+) -> tuple[Particles, float]:
+    """One independence Metropolis-Hastings step from ``N(m, 1.1^2 C)``; the acceptance rate."""
+    n, d = state.z.shape
+    scale = INDEPENDENCE_SCALE
+
+    def log_g(u: np.ndarray) -> np.ndarray:
+        return -0.5 * np.sum(u**2, axis=1) / scale**2
+
+    draws = scale * rng.standard_normal((n, d))
+    return _metropolis(
+        rng, state, whitening.unwhite(draws), beta, q, log_pi0, log_pi1,
+        log_g(whitening.white(state.z)) - log_g(draws),
+    )
 
 
 def _metropolis(
