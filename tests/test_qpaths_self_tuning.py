@@ -211,7 +211,7 @@ def test_auto_uses_gradients_where_the_fitted_gaussian_fails():
     group = smc(base, base.sample, Banana(), n_particles=2000, n_runs=4, seed=5,
                 moves=kernel).smc
     moves = [call["move"] for call in kernel.history]
-    assert moves[0] == "independence-rwm" and "hmc" in moves, moves
+    assert moves[0] == "independence" and "hmc" in moves, moves
     truth = np.log(2 * np.pi * Banana.A)
     error = abs(group.attrs["log_z"] - truth)
     assert error < 4 * group.attrs["log_z_se"] + 0.05, (error, group.attrs["log_z_se"])

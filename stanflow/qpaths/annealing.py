@@ -15,7 +15,6 @@ from the spread of the runs.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Sequence
 
@@ -25,24 +24,21 @@ from numpy.typing import ArrayLike
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.qpaths import smc_step
 from stanflow.qpaths.kernels import (
     RESAMPLING,
     LogDensity,
     MoveKernel,
-    Particles,
     Sampler,
     check_counts,
     check_schedule,
-    ess,
     initial_particles,
-    log_mean_exp,
     next_beta,
-    resample,
 )
-from stanflow.qpaths.qmath import _check_q, log_incremental_weight
+from stanflow.qpaths.qmath import _check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
 
-STEP_FIELDS = ("beta", "ess", "acceptance", "n_moves", "log_z_increment")
+STEP_FIELDS = smc_step.StepInfo._fields
 """The per-step records of both loops (group ``smc``, dims ``run``, ``step``)."""
 
 
@@ -127,31 +123,23 @@ def smc(
     records = []
     for _ in range(n_runs):
         kernel = SelfTuningMoves() if moves is None else moves
-        particles = initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
-        beta = 0.0
-        steps: list[tuple[float, ...]] = []
-        while beta < 1.0:
+        state = smc_step.init(
+            initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
+        )
+        steps: list[smc_step.StepInfo] = []
+        while state.beta < 1.0:
             if len(steps) >= max_steps:
-                raise RuntimeError(f"smc: beta = {beta} after max_steps = {max_steps}")
+                raise RuntimeError(f"smc: beta = {state.beta} after max_steps = {max_steps}")
             new = (
-                next_beta(particles, beta, q, target_ess)
+                next_beta(state.particles, state.beta, q, target_ess)
                 if betas is None
                 else betas[len(steps) + 1]
             )
-            log_w = log_incremental_weight(
-                particles.log_pi0, particles.log_pi1, beta, new, q
+            state, info = smc_step.step(
+                rng, state, new, q, log_pi0, log_pi1,
+                moves=kernel, n_moves=n_moves, resampling=resampling,
             )
-            increment = float(log_mean_exp(log_w))
-            if not np.isfinite(increment):
-                raise RuntimeError(
-                    f"smc: all incremental weights are zero from beta = {beta} to "
-                    f"{new}; use a finer schedule"
-                )
-            ancestors = resample(rng, log_w, resampling)
-            particles = Particles(*(a[ancestors] for a in particles))
-            particles, info = kernel(rng, particles, new, q, log_pi0, log_pi1, n_moves)
-            steps.append((new, ess(log_w), info.acceptance, info.n_moves, increment))
-            beta = new
+            steps.append(info)
         records.append(np.array(steps))
     return _to_idata(
         records,
@@ -208,18 +196,16 @@ def ais(
     records = []
     for _ in range(n_runs):
         kernel = SelfTuningMoves() if moves is None else moves
-        particles = initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
-        log_w, log_z, steps = np.zeros(n_particles), 0.0, []
-        for beta, new in itertools.pairwise(betas):
-            log_w = log_w + log_incremental_weight(
-                particles.log_pi0, particles.log_pi1, beta, new, q
+        state = smc_step.init(
+            initial_particles(rng, sample_pi0, n_particles, log_pi0, log_pi1)
+        )
+        steps = []
+        for new in betas[1:]:
+            state, info = smc_step.step(
+                rng, state, new, q, log_pi0, log_pi1,
+                moves=kernel, n_moves=n_moves, resampling=None,
             )
-            current = float(log_mean_exp(log_w))
-            if not np.isfinite(current):
-                raise RuntimeError(f"ais: all weights are zero at beta = {new}")
-            particles, info = kernel(rng, particles, new, q, log_pi0, log_pi1, n_moves)
-            steps.append((new, ess(log_w), info.acceptance, info.n_moves, current - log_z))
-            log_z = current
+            steps.append(info)
         records.append(np.array(steps))
     return _to_idata(
         records,

@@ -38,6 +38,7 @@ rejects (``-inf``) or a non-finite gradient stops there and is not moved.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
@@ -136,25 +137,26 @@ class SelfTuningMoves:
                 f"{name}: HMC moves need value_and_gradient(z) (see stanflow.qpaths.densities)"
             )
         whitening = Whitening.fit(particles.z)
-        start = _features(particles, whitening, beta, q)
+        level = Level(beta, q, log_pi0, log_pi1)
+        start = _features(particles, whitening, level)
         limit = self.max_moves if n_moves is None else n_moves
         state, accepted, done, kind = particles, 0.0, 0, self.kind
         if kind == "auto":
-            state, accepted = _independence_step(rng, state, whitening, beta, q, log_pi0, log_pi1)
+            state, accepted = _independence_step(rng, state, whitening, level)
             done = 1
             if accepted >= INDEPENDENCE_ENOUGH:
                 kind = "independence"
             else:
                 kind = "hmc" if gradients else "independence-rwm"
-        move = MOVES[kind](self, whitening)
-        state = move.init(state, beta, q, log_pi0, log_pi1)
+        move = MOVES[kind](self, whitening, level)
+        state = move.init(state)
         needed = limit
         while done < min(limit, needed):
-            state, rate = move.step(rng, state, beta, q, log_pi0, log_pi1)
+            state, rate = move.step(rng, state)
             accepted += rate
             done += 1
             if n_moves is None:
-                left = _max_correlation(start, _features(state, whitening, beta, q))
+                left = _max_correlation(start, _features(state, whitening, level))
                 needed = self._moves_needed(left, done, n, needed)
         info = MoveInfo(accepted / done, done)
         self.history.append(
@@ -200,7 +202,7 @@ class Whitening:
         return self.mean + u @ self.chol.T
 
 
-def _features(state: Particles, whitening: Whitening, beta: float, q: float) -> np.ndarray:
+def _features(state: Particles, whitening: Whitening, level: Level) -> np.ndarray:
     """What must forget its start: whitened coordinates, their squares, the log density.
 
     Shape ``(N, 2 d + 1)``. The squares see a spread the moves have not
@@ -208,8 +210,7 @@ def _features(state: Particles, whitening: Whitening, beta: float, q: float) -> 
     slowest function of the state for HMC (its energy) and sees the tails.
     """
     u = whitening.white(state.z)
-    log_density = log_qpath(state.log_pi0, state.log_pi1, beta, q)
-    return np.hstack([u, u**2, log_density[:, None]])
+    return np.hstack([u, u**2, level.log_density(state)[:, None]])
 
 
 def _max_correlation(start: np.ndarray, now: np.ndarray) -> float:
@@ -227,35 +228,44 @@ def _adapt(size: float, rate: float, aim: float) -> float:
     return size * float(np.clip(np.exp(2.0 * (rate - aim)), 0.5, 2.0))
 
 
+class Level(NamedTuple):
+    """The tempered target ``pi_{beta,q}`` the moves leave invariant."""
+
+    beta: float
+    q: float
+    log_pi0: LogDensity
+    log_pi1: LogDensity
+
+    def log_density(self, particles: Particles) -> np.ndarray:
+        """``log pi_{beta,q}`` at evaluated particles, shape ``(N,)``."""
+        return log_qpath(particles.log_pi0, particles.log_pi1, self.beta, self.q)
+
+    def evaluate(self, z: np.ndarray) -> Particles:
+        """Both densities at ``z`` (checked)."""
+        return evaluate(z, self.log_pi0, self.log_pi1)
+
+    def gradients(self, z: np.ndarray) -> tuple[np.ndarray, ...]:
+        """``(log pi0, grad log pi0, log pi1, grad log pi1)`` at ``z`` (unchecked)."""
+        v0, g0 = self.log_pi0.value_and_gradient(z)  # type: ignore[attr-defined]
+        v1, g1 = self.log_pi1.value_and_gradient(z)  # type: ignore[attr-defined]
+        return np.asarray(v0, dtype=float), g0, np.asarray(v1, dtype=float), g1
+
+
 class _HmcMove:
     """HMC in whitened coordinates; ``step`` is one trajectory of every particle."""
 
-    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
-        self.owner, self.whitening = owner, whitening
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening, level: Level) -> None:
+        self.owner, self.whitening, self.level = owner, whitening, level
         self.grad = np.empty((0, 0))
 
-    def init(
-        self,
-        particles: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> Particles:
+    def init(self, particles: Particles) -> Particles:
         if self.owner.step_size is None:
             self.owner.step_size = min(1.0, particles.z.shape[1] ** -0.25)
-        self.grad = self._gradient(particles, beta, q, log_pi0, log_pi1)
+        _, grad0, _, grad1 = self.level.gradients(particles.z)
+        self.grad = self._combine(particles.log_pi0, particles.log_pi1, grad0, grad1)
         return particles
 
-    def step(
-        self,
-        rng: np.random.Generator,
-        state: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> tuple[Particles, float]:
+    def step(self, rng: np.random.Generator, state: Particles) -> tuple[Particles, float]:
         n, d = state.z.shape
         size = float(self.owner.step_size)  # type: ignore[arg-type]
         steps = int(min(MAX_LEAPFROG, max(1, round(rng.uniform(*TRAJECTORY) / size))))
@@ -263,70 +273,33 @@ class _HmcMove:
         grad = self.grad
         u = self.whitening.white(state.z)
         momentum = rng.standard_normal((n, d))
-        energy = -log_qpath(state.log_pi0, state.log_pi1, beta, q) + 0.5 * np.sum(
-            momentum**2, axis=1
-        )
+        energy = -self.level.log_density(state) + 0.5 * np.sum(momentum**2, axis=1)
         alive = np.ones(n, dtype=bool)
         current = state
         momentum = momentum + 0.5 * eps * grad
         for k in range(steps):
             u = np.where(alive[:, None], u + eps * momentum, u)
-            current, grad, alive = self._evaluate(
-                u, alive, current, beta, q, log_pi0, log_pi1, grad
-            )
+            current, grad, alive = self._evaluate(u, alive, current, grad)
             momentum = momentum + (0.5 if k == steps - 1 else 1.0) * eps * grad
         with np.errstate(invalid="ignore", over="ignore"):
-            proposed = -log_qpath(current.log_pi0, current.log_pi1, beta, q) + 0.5 * np.sum(
-                momentum**2, axis=1
-            )
+            proposed = -self.level.log_density(current) + 0.5 * np.sum(momentum**2, axis=1)
             log_ratio = np.where(alive, energy - proposed, -np.inf)
         log_ratio = np.where(np.isnan(log_ratio), -np.inf, log_ratio)
         accept = np.log(rng.uniform(size=n)) < log_ratio
         rate = float(np.mean(np.exp(np.minimum(log_ratio, 0.0))))
         self.owner.step_size = _adapt(size, rate, HMC_ACCEPT)
         self.grad = np.where(accept[:, None], grad, self.grad)
-        moved = Particles(
-            np.where(accept[:, None], current.z, state.z),
-            np.where(accept, current.log_pi0, state.log_pi0),
-            np.where(accept, current.log_pi1, state.log_pi1),
-        )
-        return moved, rate
-
-    def _gradient(
-        self,
-        state: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> np.ndarray:
-        """Gradient of ``log pi_{beta,q}`` in whitened coordinates at ``state``."""
-        _, grad0 = log_pi0.value_and_gradient(state.z)  # type: ignore[attr-defined]
-        _, grad1 = log_pi1.value_and_gradient(state.z)  # type: ignore[attr-defined]
-        return self._combine(state.log_pi0, state.log_pi1, grad0, grad1, beta, q)
+        return _choose(accept, current, state), rate
 
     def _combine(
-        self,
-        lp0: np.ndarray,
-        lp1: np.ndarray,
-        grad0: np.ndarray,
-        grad1: np.ndarray,
-        beta: float,
-        q: float,
+        self, lp0: np.ndarray, lp1: np.ndarray, grad0: np.ndarray, grad1: np.ndarray
     ) -> np.ndarray:
-        share = target_share(lp0, lp1, beta, q)[:, None]
+        """Gradient of ``log pi_{beta,q}`` in whitened coordinates."""
+        share = target_share(lp0, lp1, self.level.beta, self.level.q)[:, None]
         return ((1 - share) * grad0 + share * grad1) @ self.whitening.chol
 
     def _evaluate(
-        self,
-        u: np.ndarray,
-        alive: np.ndarray,
-        current: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-        grad: np.ndarray,
+        self, u: np.ndarray, alive: np.ndarray, current: Particles, grad: np.ndarray
     ) -> tuple[Particles, np.ndarray, np.ndarray]:
         """Densities and whitened gradient at the live rows of ``u``; rows that fail die."""
         rows = np.flatnonzero(alive & np.isfinite(u).all(axis=1))
@@ -338,9 +311,7 @@ class _HmcMove:
             z_rows = self.whitening.unwhite(u[rows])
             # A diverging trajectory overflows the densities: those rows die below.
             with np.errstate(over="ignore", invalid="ignore"):
-                v0, g0 = log_pi0.value_and_gradient(z_rows)  # type: ignore[attr-defined]
-                v1, g1 = log_pi1.value_and_gradient(z_rows)  # type: ignore[attr-defined]
-            v0, v1 = np.asarray(v0, dtype=float), np.asarray(v1, dtype=float)
+                v0, g0, v1, g1 = self.level.gradients(z_rows)
             ok = (
                 np.isfinite(v0)
                 & np.isfinite(v1)
@@ -349,7 +320,7 @@ class _HmcMove:
             )
             good = rows[ok]
             z[good], lp0[good], lp1[good] = z_rows[ok], v0[ok], v1[ok]
-            grad[good] = self._combine(v0[ok], v1[ok], g0[ok], g1[ok], beta, q)
+            grad[good] = self._combine(v0[ok], v1[ok], g0[ok], g1[ok])
             alive[good] = True
         return Particles(z, lp0, lp1), grad, alive
 
@@ -357,40 +328,20 @@ class _HmcMove:
 class _IndependenceRwmMove:
     """An independence proposal from the fitted Gaussian, then a whitened random-walk step."""
 
-    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
-        self.owner, self.whitening = owner, whitening
-        self.log_det = float(np.sum(np.log(np.diag(whitening.chol))))
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening, level: Level) -> None:
+        self.owner, self.whitening, self.level = owner, whitening, level
 
-    def init(
-        self,
-        particles: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> Particles:
+    def init(self, particles: Particles) -> Particles:
         if self.owner.walk_scale is None:
             self.owner.walk_scale = 2.38 / math.sqrt(particles.z.shape[1])
         return particles
 
-    def step(
-        self,
-        rng: np.random.Generator,
-        state: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> tuple[Particles, float]:
+    def step(self, rng: np.random.Generator, state: Particles) -> tuple[Particles, float]:
         n, d = state.z.shape
-        state, independence = _independence_step(
-            rng, state, self.whitening, beta, q, log_pi0, log_pi1
-        )
+        state, independence = _independence_step(rng, state, self.whitening, self.level)
         size = float(self.owner.walk_scale)  # type: ignore[arg-type]
         walk = self.whitening.white(state.z) + size * rng.standard_normal((n, d))
-        state, local = _metropolis(
-            rng, state, self.whitening.unwhite(walk), beta, q, log_pi0, log_pi1, 0.0
-        )
+        state, local = _metropolis(rng, state, self.whitening.unwhite(walk), self.level, 0.0)
         self.owner.walk_scale = _adapt(size, local, RWM_ACCEPT)
         return state, 0.5 * (independence + local)
 
@@ -398,29 +349,14 @@ class _IndependenceRwmMove:
 class _IndependenceMove:
     """Independence proposals from the fitted Gaussian alone (a path close to Gaussian)."""
 
-    def __init__(self, owner: SelfTuningMoves, whitening: Whitening) -> None:
-        self.whitening = whitening
+    def __init__(self, owner: SelfTuningMoves, whitening: Whitening, level: Level) -> None:
+        self.whitening, self.level = whitening, level
 
-    def init(
-        self,
-        particles: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> Particles:
+    def init(self, particles: Particles) -> Particles:
         return particles
 
-    def step(
-        self,
-        rng: np.random.Generator,
-        state: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-    ) -> tuple[Particles, float]:
-        return _independence_step(rng, state, self.whitening, beta, q, log_pi0, log_pi1)
+    def step(self, rng: np.random.Generator, state: Particles) -> tuple[Particles, float]:
+        return _independence_step(rng, state, self.whitening, self.level)
 
 
 MOVES: dict[str, type[_HmcMove | _IndependenceRwmMove | _IndependenceMove]] = {
@@ -431,13 +367,7 @@ MOVES: dict[str, type[_HmcMove | _IndependenceRwmMove | _IndependenceMove]] = {
 
 
 def _independence_step(
-    rng: np.random.Generator,
-    state: Particles,
-    whitening: Whitening,
-    beta: float,
-    q: float,
-    log_pi0: LogDensity,
-    log_pi1: LogDensity,
+    rng: np.random.Generator, state: Particles, whitening: Whitening, level: Level
 ) -> tuple[Particles, float]:
     """One independence Metropolis-Hastings step from ``N(m, 1.1^2 C)``; the acceptance rate."""
     n, d = state.z.shape
@@ -447,33 +377,28 @@ def _independence_step(
         return -0.5 * np.sum(u**2, axis=1) / scale**2
 
     draws = scale * rng.standard_normal((n, d))
-    return _metropolis(
-        rng, state, whitening.unwhite(draws), beta, q, log_pi0, log_pi1,
-        log_g(whitening.white(state.z)) - log_g(draws),
-    )
+    correction = log_g(whitening.white(state.z)) - log_g(draws)
+    return _metropolis(rng, state, whitening.unwhite(draws), level, correction)
 
 
 def _metropolis(
     rng: np.random.Generator,
     state: Particles,
     proposal_z: np.ndarray,
-    beta: float,
-    q: float,
-    log_pi0: LogDensity,
-    log_pi1: LogDensity,
+    level: Level,
     log_correction: np.ndarray | float,
 ) -> tuple[Particles, float]:
     """Accept ``proposal_z`` row by row by Metropolis-Hastings; the acceptance rate."""
-    proposal = evaluate(proposal_z, log_pi0, log_pi1)
-    log_ratio = (
-        log_qpath(proposal.log_pi0, proposal.log_pi1, beta, q)
-        - log_qpath(state.log_pi0, state.log_pi1, beta, q)
-        + log_correction
-    )
+    proposal = level.evaluate(proposal_z)
+    log_ratio = level.log_density(proposal) - level.log_density(state) + log_correction
     accept = np.log(rng.uniform(size=len(log_ratio))) < log_ratio
-    moved = Particles(
-        np.where(accept[:, None], proposal.z, state.z),
-        np.where(accept, proposal.log_pi0, state.log_pi0),
-        np.where(accept, proposal.log_pi1, state.log_pi1),
+    return _choose(accept, proposal, state), float(accept.mean())
+
+
+def _choose(accept: np.ndarray, proposed: Particles, current: Particles) -> Particles:
+    """The proposed particles where ``accept``, the current ones elsewhere."""
+    return Particles(
+        np.where(accept[:, None], proposed.z, current.z),
+        np.where(accept, proposed.log_pi0, current.log_pi0),
+        np.where(accept, proposed.log_pi1, current.log_pi1),
     )
-    return moved, float(accept.mean())

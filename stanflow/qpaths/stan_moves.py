@@ -82,10 +82,14 @@ class StanMoves:
             raise ValueError(
                 f"data must not hold {sorted(extra)}: they are set per move"
             )
-        if not 0 < target_accept < 1:
-            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        self._setup(target_accept, work_dir, max_depth)
         self.model = model
         self.data = dict(data)
+
+    def _setup(self, target_accept: float, work_dir: str | Path | None, max_depth: int) -> None:
+        """The tuning state and options every NUTS move kernel has."""
+        if not 0 < target_accept < 1:
+            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
         self.work_dir = Path(work_dir) if work_dir is not None else None
         self.target_accept = target_accept
         self.max_depth = int(max_depth)
@@ -100,7 +104,7 @@ class StanMoves:
         q: float,
         log_pi0: LogDensity,
         log_pi1: LogDensity,
-        n_moves: int,
+        n_moves: int | None,
     ) -> tuple[Particles, MoveInfo]:
         """``n_moves`` NUTS transitions of every particle targeting ``pi_{beta,q}``.
 
@@ -113,17 +117,14 @@ class StanMoves:
         Raises
         ------
         ValueError
-            If the particles' dimension differs from ``data["d"]``.
+            If ``n_moves`` is None or the particles do not fit the program.
         RuntimeError
             If a run fails; the message holds the run's console text.
         """
         if n_moves is None:
             raise ValueError("n_moves: NUTS moves need a fixed number of transitions")
         z = particles.z
-        if z.shape[1] != int(self.data["d"]):
-            raise ValueError(
-                f"particles have dimension {z.shape[1]}, data['d'] is {self.data['d']}"
-            )
+        self._check(z, q)
         if self.step_size is None:
             self.step_size = float(z.shape[1] ** -0.25)
         step_size = self.step_size
@@ -135,15 +136,20 @@ class StanMoves:
         finally:
             shutil.rmtree(root, ignore_errors=True)
         self.history.append(
-            {
-                "beta": beta,
-                "step_size": step_size,
-                "accept": accept,
-                "seconds": seconds,
-            }
+            self._where(beta) | {"step_size": step_size, "accept": accept, "seconds": seconds}
         )
         self.step_size = adapted_step_size(step_size, accept, self.target_accept)
         return evaluate(moved, log_pi0, log_pi1), MoveInfo(accept, n_moves)
+
+    def _check(self, z: np.ndarray, q: float) -> None:
+        if z.shape[1] != int(self.data["d"]):
+            raise ValueError(
+                f"particles have dimension {z.shape[1]}, data['d'] is {self.data['d']}"
+            )
+
+    def _where(self, beta: float) -> dict[str, float]:
+        """The history entry's place on the path."""
+        return {"beta": beta}
 
     def _run(
         self,

@@ -19,20 +19,19 @@ target_accept)`` (clipped to ``[0.5, 2]``), as
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from stanflow.gibbs.path.target import PathTarget
-from stanflow.outdir import Interrupted
-from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
-from stanflow.qpaths.stan_moves import adapted_step_size, nuts_transitions
+from stanflow.qpaths.stan_moves import StanMoves, nuts_transitions
 
 
-class NutsMoves:
-    """A move kernel (:data:`stanflow.qpaths.kernels.MoveKernel`) running the Gibbs template.
+class NutsMoves(StanMoves):
+    """A :class:`~stanflow.qpaths.stan_moves.StanMoves` running the loss program's executable.
+
+    The tuning, the run sets and the history are those of ``StanMoves``; the
+    runs sample the Gibbs posterior at ``omega = beta * omega_max``.
 
     Parameters
     ----------
@@ -61,61 +60,25 @@ class NutsMoves:
         target_accept: float = 0.8,
         max_depth: int = 6,
     ) -> None:
-        if not 0 < target_accept < 1:
-            raise ValueError(f"target_accept must lie in (0, 1), got {target_accept}")
+        self._setup(target_accept, work_dir, max_depth)
         self.target = target
         self.omega_max = float(omega_max)
         self.model = target.program.model("stanflow")
-        self.work_dir = Path(work_dir) if work_dir is not None else None
-        self.target_accept = target_accept
-        self.max_depth = int(max_depth)
-        self.step_size: float | None = None
-        self.history: list[dict] = []
 
-    def __call__(
-        self,
-        rng: np.random.Generator,
-        particles: Particles,
-        beta: float,
-        q: float,
-        log_pi0: LogDensity,
-        log_pi1: LogDensity,
-        n_moves: int,
-    ) -> tuple[Particles, MoveInfo]:
-        """``n_moves`` NUTS transitions of every particle at ``omega = beta * omega_max``.
-
-        Raises
-        ------
-        ValueError
-            If ``q != 1`` (the template samples Gibbs posteriors only).
-        RuntimeError
-            If a run fails.
-        """
+    def _check(self, z: np.ndarray, q: float) -> None:
         if q != 1:
             raise ValueError(f"q: NUTS moves on the Gibbs template need q = 1, got {q}")
-        if self.step_size is None:
-            self.step_size = float(self.target.dim ** -0.25)
-        step_size = self.step_size
-        omega = beta * self.omega_max
-        root = Path(tempfile.mkdtemp(prefix="path-moves-", dir=self.work_dir))
-        try:
-            moved, accept, seconds = self._run(rng, particles.z, omega, n_moves, step_size, root)
-        except Interrupted:  # its folder is removed below: nothing is kept to resume
-            raise KeyboardInterrupt from None
-        finally:
-            shutil.rmtree(root, ignore_errors=True)
-        self.history.append(
-            {"omega": omega, "step_size": step_size, "accept": accept, "seconds": seconds}
-        )
-        self.step_size = adapted_step_size(step_size, accept, self.target_accept)
-        return evaluate(moved, log_pi0, log_pi1), MoveInfo(accept, n_moves)
+
+    def _where(self, beta: float) -> dict[str, float]:
+        return {"omega": beta * self.omega_max}
 
     def _run(
-        self, rng: np.random.Generator, z: np.ndarray, omega: float, n_moves: int,
+        self, rng: np.random.Generator, z: np.ndarray, beta: float, q: float, n_moves: int,
         step_size: float, root: Path,
     ) -> tuple[np.ndarray, float, float]:
         target = self.target
         program = target.program
+        omega = beta * self.omega_max
         theta, accept, seconds = nuts_transitions(
             self.model,
             program.stan_data(float(omega), target.weights),

@@ -42,17 +42,14 @@ from stanflow.gibbs.path.moves import NutsMoves
 from stanflow.gibbs.path.read import default_omegas, functionals
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
+from stanflow.qpaths import smc_step
 from stanflow.qpaths.kernels import (
     RESAMPLING,
     MoveKernel,
     Particles,
-    ess,
-    log_mean_exp,
     next_beta,
-    resample,
     rwm_moves,
 )
-from stanflow.qpaths.qmath import log_incremental_weight
 
 MOVES = ("rwm", "nuts")
 MIN_PARTICLES_PER_PARAMETER = 50
@@ -160,24 +157,21 @@ def advance(
     """
     particles = _particles(level, omega_max)
     beta, beta_next = level.omega / omega_max, min(1.0, omega / omega_max)
-    log_w = log_incremental_weight(particles.log_pi0, particles.log_pi1, beta, beta_next, q)
-    increment = float(log_mean_exp(log_w))
-    if not math.isfinite(increment):
-        raise RuntimeError(
-            f"gibbs path: all incremental weights vanish from omega = {level.omega} to {omega}"
-        )
-    step_ess = ess(log_w)
-    ancestors = resample(rng, log_w, resampling)
-    particles = Particles(*(a[ancestors] for a in particles))
     log_pi0, log_pi1 = _densities(target, omega_max)
-    moved, info = moves(rng, particles, beta_next, q, log_pi0, log_pi1, n_moves)
-    n = len(log_w)
+    try:
+        state, info = smc_step.step(
+            rng, smc_step.SMCState(particles, np.zeros(len(particles.z)), beta), beta_next, q,
+            log_pi0, log_pi1, moves=moves, n_moves=n_moves, resampling=resampling,
+        )
+    except RuntimeError as err:
+        raise RuntimeError(f"gibbs path, omega = {level.omega} to {omega}: {err}") from None
+    moved, step_ess, n = state.particles, info.ess, len(particles.z)
     return PathLevel(
         omega=float(omega),
         z=moved.z,
         loss=(moved.log_pi0 - moved.log_pi1) / omega_max,
         log_prior=moved.log_pi0,
-        log_z=level.log_z + increment,
+        log_z=level.log_z + info.log_z_increment,
         log_z_var=level.log_z_var + max(0.0, 1.0 / step_ess - 1.0 / n),
         ess=step_ess,
         acceptance=float(info.acceptance),
