@@ -53,6 +53,17 @@ QUOTED = {
         ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_gpc", "stanflow_plugin")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
     ],
+    "smc_log_z": [
+        ["command"], ["machine", "date"], ["settings", "particles"], ["settings", "seeds"],
+        *(["datasets", data, key] for data in ("pima", "sonar")
+          for key in ("reference_log_z", "peer_versions", "peer_settings")),
+        *(["datasets", data, comparison, side, key] for data in ("pima", "sonar")
+          for comparison, sides in (("equal_particles", ("stanflow", "pymc", "blackjax")),
+                                    ("equal_cpu", ("pymc", "blackjax")))
+          for side in sides
+          for key in ("particles", "runs", "median_abs_error", "mean_error",
+                      "median_cpu_seconds")),
+    ],
 }
 
 
@@ -95,3 +106,23 @@ def test_committed_quantreg_coverages_are_shares_with_their_error() -> None:
             p = method["coverage"]
             assert round(p * datasets) == pytest.approx(p * datasets, abs=1e-9)
             assert method["se"] == pytest.approx((p * (1 - p) / datasets) ** 0.5)
+
+
+def test_committed_smc_errors_are_the_ones_the_docs_quote() -> None:
+    path = RESULTS / "smc_log_z.json"
+    if not path.exists():
+        pytest.skip(f"{path.name} is not committed")
+    data = json.loads(path.read_text())
+    text = DOC.read_text()
+    for result in data["datasets"].values():
+        runs = result["runs"]
+        truth = result["reference_log_z"]
+        ours = sorted(abs(r["log_z"] - truth) for r in runs["stanflow"])
+        middle = len(ours) // 2
+        median = (ours[middle - 1] + ours[middle]) / 2 if len(ours) % 2 == 0 else ours[middle]
+        summary = result["equal_particles"]["stanflow"]
+        assert summary["median_abs_error"] == pytest.approx(median)
+        for comparison in ("equal_particles", "equal_cpu"):
+            for side, cell in result[comparison].items():
+                if isinstance(cell, dict):
+                    assert f"{cell['median_abs_error']:.3f}" in text, (comparison, side)
