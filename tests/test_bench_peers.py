@@ -22,7 +22,7 @@ DOC = REPO / "docs" / "benchmarks.md"
 
 SCRIPTS = [
     "pymc_power_posterior.py", "quantreg_intervals.py", "_pymc_power_worker.py", "smc_log_z.py",
-    "_pymc_smc_worker.py", "_blackjax_smc_worker.py",
+    "_pymc_smc_worker.py", "_blackjax_smc_worker.py", "bridgesampling_log_z.py",
 ]
 
 RATES = ["wall", "draws_per_s", "ess_bulk", "ess_per_s"]
@@ -52,6 +52,14 @@ QUOTED = {
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
         ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_gpc", "stanflow_plugin")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
+    ],
+    "bridgesampling_log_z": [
+        ["command"], ["machine", "date"], ["versions", "r_bridgesampling"],
+        ["settings", "seeds"], ["nuts_median_seconds"],
+        *(["methods", method, key] for method in (
+            "bridgesampling_normal", "bridgesampling_warp3", "stanflow_bridge",
+            "stanflow_smc_1000",
+        ) for key in ("median_abs_error", "mean_error", "sd_error", "median_seconds")),
     ],
     "smc_log_z": [
         ["command"], ["machine", "date"], ["settings", "particles"], ["settings", "seeds"],
