@@ -144,7 +144,7 @@ METHODS = {
     "smc": lambda: smc(*GAUSSIANS, n_particles=100, n_runs=2, seed=1),
     "ais": lambda: ais(*GAUSSIANS, np.linspace(0, 1, 10), n_particles=100, n_runs=2, seed=1),
     "ti": lambda: thermodynamic_integration(
-        *GAUSSIANS, np.linspace(0, 1, 5), n_chains=20, n_warmup=5, n_draws=10, seed=1
+        *GAUSSIANS, np.linspace(0, 1, 5), chains=20, warmup=5, draws=10, seed=1
     ),
     "wbb": lambda: wbb_lasso(X, YX, 1.0, 20, root_seed=1),
 }

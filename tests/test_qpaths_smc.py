@@ -90,9 +90,9 @@ def test_ti_geometric_and_q_path():
             *problem(1),
             np.linspace(0, 1, 41) ** 4,
             q=q,
-            n_chains=100,
-            n_warmup=20,
-            n_draws=50,
+            chains=100,
+            warmup=20,
+            draws=50,
             seed=6,
         ).smc
         assert_within(group)
@@ -123,8 +123,8 @@ def test_bad_input_is_named():
         ais(log_pi0, sample_pi0, log_pi1, [0.0, 0.5, 1.5])
     with pytest.raises(ValueError, match="strictly increasing"):
         smc(log_pi0, sample_pi0, log_pi1, schedule=[0.0, 0.6, 0.5, 1.0])
-    with pytest.raises(ValueError, match="n_chains must be an integer >= 2"):
-        thermodynamic_integration(log_pi0, sample_pi0, log_pi1, [0, 0.5, 1], n_chains=1)
+    with pytest.raises(ValueError, match="chains must be an integer >= 2"):
+        thermodynamic_integration(log_pi0, sample_pi0, log_pi1, [0, 0.5, 1], chains=1)
     with pytest.raises(ValueError, match="target_ess"):
         smc(log_pi0, sample_pi0, log_pi1, target_ess=1.0)
     with pytest.raises(ValueError, match="q must be finite"):

@@ -122,9 +122,9 @@ def estimates(quick: bool) -> tuple[dict, dict]:
             *f,
             schedule,
             q=q,
-            n_chains=n // 4,
-            n_warmup=10,
-            n_draws=20 if quick else 100,
+            chains=n // 4,
+            warmup=10,
+            draws=20 if quick else 100,
             seed=seed,
         ),
         "ais": lambda f, q, seed, schedule: ais(

@@ -38,15 +38,15 @@ def thermodynamic_integration(
     schedule: ArrayLike,
     *,
     q: float = 1.0,
-    n_chains: int = 200,
-    n_warmup: int = 50,
-    n_draws: int = 100,
+    chains: int = 200,
+    warmup: int = 50,
+    draws: int = 100,
     seed: int | None = None,
 ) -> Results:
     """Thermodynamic integration ``log Z = int_0^1 E_beta[d/dbeta log pi_{beta,q}]``.
 
-    ``n_chains`` RWM chains start from the base and move through the schedule;
-    at each beta they make ``n_warmup`` steps, then ``n_draws`` steps whose
+    ``chains`` RWM chains start from the base and move through the schedule;
+    at each beta they make ``warmup`` steps, then ``draws`` steps whose
     integrand values (:func:`~stanflow.qpaths.qmath.dlog_qpath_dbeta`) are
     averaged. The proposal covariance is ``(2.38^2 / d)`` times the chains'
     covariance, refreshed after warm-up. The means are integrated by the
@@ -59,7 +59,7 @@ def thermodynamic_integration(
         points, so that every other one is a coarser schedule for the
         discretisation error.
     q : float, default 1.0
-    n_chains, n_warmup, n_draws : int
+    chains, warmup, draws : int
     seed : int, optional
 
     Returns
@@ -72,30 +72,30 @@ def thermodynamic_integration(
         ``log_z_discretisation``, ``q``.
     """
     q = float(_check_q(q))
-    check_counts(n_chains=(n_chains, 2), n_warmup=(n_warmup, 0), n_draws=(n_draws, 1))
+    check_counts(chains=(chains, 2), warmup=(warmup, 0), draws=(draws, 1))
     betas = check_schedule(schedule)
     if len(betas) % 2 == 0:
         raise ValueError(f"schedule must have an odd number of betas, got {len(betas)}")
     rng = np.random.default_rng(seed)
-    chains = initial_particles(rng, sample_pi0, n_chains, log_pi0, log_pi1)
+    walkers = initial_particles(rng, sample_pi0, chains, log_pi0, log_pi1)
     means, mcse, rates = [], [], []
     for beta in betas:
-        if n_warmup:
-            chains, _ = rwm_moves(rng, chains, beta, q, log_pi0, log_pi1, n_warmup)
-        chol = proposal_chol(chains.z)
-        values, accepted = np.zeros((n_draws, n_chains)), 0.0
-        for i in range(n_draws):
-            chains, rate = rwm_move(rng, chains, beta, q, log_pi0, log_pi1, chol)
-            values[i] = dlog_qpath_dbeta(chains.log_pi0, chains.log_pi1, beta, q)
-            accepted += rate / n_draws
+        if warmup:
+            walkers, _ = rwm_moves(rng, walkers, beta, q, log_pi0, log_pi1, warmup)
+        chol = proposal_chol(walkers.z)
+        values, accepted = np.zeros((draws, chains)), 0.0
+        for i in range(draws):
+            walkers, rate = rwm_move(rng, walkers, beta, q, log_pi0, log_pi1, chol)
+            values[i] = dlog_qpath_dbeta(walkers.log_pi0, walkers.log_pi1, beta, q)
+            accepted += rate / draws
         per_chain = values.mean(axis=0)
         means.append(per_chain.mean())
-        mcse.append(per_chain.std(ddof=1) / np.sqrt(n_chains))
+        mcse.append(per_chain.std(ddof=1) / np.sqrt(chains))
         rates.append(accepted)
     return ti_result(
         betas, np.array(means), np.array(mcse),
         {"acceptance": ("step", np.array(rates))},
-        q=q, n_chains=n_chains, n_draws=n_draws, moves="random-walk Metropolis",
+        q=q, chains=chains, draws=draws, moves="random-walk Metropolis",
     )
 
 
