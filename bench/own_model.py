@@ -104,7 +104,7 @@ def main() -> None:
         tasks = {
             "path_gpc": lambda p: float(arviz_compat.group(
                 calibrate_path(p, B=200, seed=1), "calibration")["omega"]),
-            "wbb": lambda p: float(np.nanmean(wbb_program(p, 1000, root_seed=1)
+            "wbb": lambda p: float(np.nanmean(wbb_program(p, 1000, seed=1)
                                               .posterior["theta"].values)),
         }
         times = {task: {"template": [], "user": []} for task in tasks}

@@ -33,7 +33,7 @@ def main() -> None:
     rates = {}
     for prior in ("fixed", "random"):
         start = time.perf_counter()
-        wbb_lasso(X, y, lam, B, root_seed=5, prior=prior, fit_intercept=True, on_failure="raise")
+        wbb_lasso(X, y, lam, B, seed=5, prior=prior, fit_intercept=True, on_failure="raise")
         rates[f"wbb_{prior}_draws_per_second"] = B / (time.perf_counter() - start)
     posterior, seconds = bridge(X, y, quick=False)
     ess = arviz_compat.ess(posterior, var_names=["beta"])["beta"].values

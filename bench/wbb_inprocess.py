@@ -51,7 +51,7 @@ from stanflow.wbb.stan_optimize import glm_model, wbb_glm
 SEED = 13
 LAM = 1.0
 TIGHT = {"tol_rel_grad": 1.0, "tol_rel_obj": 1.0}
-SETTINGS = {"loss": "logistic", "penalty": "ridge", "fit_intercept": True, "root_seed": SEED}
+SETTINGS = {"loss": "logistic", "penalty": "ridge", "fit_intercept": True, "seed": SEED}
 GTOL, FTOL = 1e-10, 1e-16
 
 
@@ -122,7 +122,7 @@ def main() -> None:
     stats = inproc.sample_stats
     result = {
         "problem": {"data": "pima", "n": int(X.shape[0]), "p": int(X.shape[1]), "lam": LAM,
-                    "loss": "logistic", "penalty": "ridge", "prior": "random", "root_seed": SEED},
+                    "loss": "logistic", "penalty": "ridge", "prior": "random", "seed": SEED},
         "draws": {"inprocess": B, "others": B_runs},
         "seconds": {**seconds, "inprocess_model_load_from_cache": load_seconds},
         "draws_per_second": rates,

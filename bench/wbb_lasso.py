@@ -52,7 +52,7 @@ def main() -> None:
     lam = len(y) * cv_alpha(X, y)[0]
     timings = {}
     start = time.perf_counter()
-    idata = wbb_lasso(X, y, lam, B, root_seed=SEED, fit_intercept=True)
+    idata = wbb_lasso(X, y, lam, B, seed=SEED, fit_intercept=True)
     timings["stanflow_wbb_lasso"] = time.perf_counter() - start
     w, wp = bootstrap_weights(SEED, len(y), B)
     start = time.perf_counter()

@@ -168,7 +168,7 @@ def _lists_checkpoint(exe: str, mtime_ns: int) -> bool:
 def run_advi(
     model: cmdstanpy.CmdStanModel,
     data: Mapping[str, Any],
-    output_dir: PathLike,
+    out_dir: PathLike,
     name: str,
     *,
     seed: int,
@@ -185,7 +185,7 @@ def run_advi(
     data : mapping
         The model's data (it may differ from the data of the run that
         saved ``resume``, as long as the parameters are the same).
-    output_dir : path
+    out_dir : path
         Existing folder for this run's files ``<name>.csv``,
         ``<name>-state.json``, ``<name>-data.json``, ``<name>-console.txt``.
     name : str
@@ -242,7 +242,7 @@ def run_advi(
             "stanflow's CmdStan-compatible driver (stanflow.toolchain); a CmdStan "
             "of your own ($CMDSTAN or ~/.cmdstan) has no such extension"
         )
-    folder = Path(output_dir)
+    folder = Path(out_dir)
     files = {
         key: folder / f"{name}{suffix}"
         for key, suffix in [

@@ -146,7 +146,7 @@ METHODS = {
     "ti": lambda: thermodynamic_integration(
         *GAUSSIANS, np.linspace(0, 1, 5), chains=20, warmup=5, draws=10, seed=1
     ),
-    "wbb": lambda: wbb_lasso(X, YX, 1.0, 20, root_seed=1),
+    "wbb": lambda: wbb_lasso(X, YX, 1.0, 20, seed=1),
 }
 PROGRAM_METHODS = {  # each takes the location template's loss program of Y on [0, 8]
     "plugin": calibrate_plugin,
@@ -154,7 +154,7 @@ PROGRAM_METHODS = {  # each takes the location template's loss program of Y on [
     "gpc": lambda p: calibrate_gpc(p, backend=GridBackend(201), B=50, seed=1),
     "gibbs_path": lambda p: gibbs_path(p, omega_max=1.0, n_particles=200, seed=1),
     "calibrate_path": lambda p: calibrate_path(p, B=20, seed=1, n_particles=300),
-    "wbb_program": lambda p: wbb_program(p, 20, root_seed=1),
+    "wbb_program": lambda p: wbb_program(p, 20, seed=1),
 }
 GROUPS = {
     "plugin": ["calibration"],

@@ -52,7 +52,7 @@ def test_lcvi_decisions_round_trip(cmdstan, tmp_path):
         tol=10.0,  # settles at the first check
         max_iter=4000,
         advi_args={"iter": 2000, "output_samples": 300, "elbo_samples": 50},
-        output_dir=tmp_path,
+        out_dir=tmp_path,
     )
     assert type(results) is arviz_compat.Results
     assert {"posterior", "sample_stats", "log_likelihood", "point_estimate",

@@ -169,7 +169,7 @@ def test_wbb_through_cmdstan_binds_before_compiling_and_solves_with_the_vector(
     no_compile, monkeypatch
 ):
     with pytest.raises(ValueError, match=r"loss_params: loss 'check' takes \['tau'\]"):
-        wbb_glm(X, Y, 1.0, 2, root_seed=1, loss="check", loss_params={"q": 0.5})
+        wbb_glm(X, Y, 1.0, 2, seed=1, loss="check", loss_params={"q": 0.5})
     seen = {}
 
     class Solved(Exception):
@@ -182,7 +182,7 @@ def test_wbb_through_cmdstan_binds_before_compiling_and_solves_with_the_vector(
     monkeypatch.setattr(stanflow.wbb.stan_optimize, "glm_model", lambda loss, penalty: None)
     monkeypatch.setattr(stanflow.wbb.stan_optimize, "optimize_draws", solver)
     with pytest.raises(Solved):
-        wbb_glm(X, Y, 1.0, 2, root_seed=1, loss="check", loss_params={"tau": 0.5},
+        wbb_glm(X, Y, 1.0, 2, seed=1, loss="check", loss_params={"tau": 0.5},
                 penalty="pseudo_huber", penalty_params={"delta": 0.1})
     assert seen["loss_params"] == (0.5,) and seen["penalty_params"] == (0.1,)
 
@@ -196,7 +196,7 @@ def test_wbb_through_cmdstan_binds_before_compiling_and_solves_with_the_vector(
         ({"B": 0}, ValueError, r"^B must be an int >= 1, got 0$"),
         ({"B": -5}, ValueError, r"^B must be an int >= 1, got -5$"),
         ({"B": 2.5}, TypeError, r"^B must be an int >= 1, got 2.5$"),
-        ({"root_seed": -1}, ValueError, "root_seed must be >= 0"),
+        ({"seed": -1}, ValueError, r"^seed must be >= 0, got -1$"),
         ({"prior": "flat"}, ValueError, "prior must be one of"),
         ({"batch_size": 0}, ValueError, r"batch_size must be an int >= 1, got 0"),
         ({"on_failure": "ignore"}, ValueError, "on_failure must be one of"),
@@ -210,7 +210,7 @@ def test_wbb_settings_are_checked_before_any_compile_or_solve(
 
     for name in ("solve_lasso", "solve_ridge", "trend_filter"):
         monkeypatch.setattr(stanflow.wbb.bootstrap, name, solved)
-    arguments = {"B": 2, "root_seed": 1, **settings}
+    arguments = {"B": 2, "seed": 1, **settings}
     B = arguments.pop("B")
     calls = [
         lambda: wbb_glm_inprocess(X, Y, 1.0, B, **arguments),
@@ -237,7 +237,7 @@ def test_wbb_settings_are_checked_before_any_compile_or_solve(
 )
 def test_wbb_in_process_checks_its_problem_before_compiling(no_compile, arguments, message):
     with pytest.raises(ValueError, match=message):
-        wbb_glm_inprocess(X, Y, 1.0, 2, root_seed=1, **arguments)
+        wbb_glm_inprocess(X, Y, 1.0, 2, seed=1, **arguments)
 
 
 # -- Gibbs bounds --------------------------------------------------------------------
@@ -291,7 +291,7 @@ def test_a_wrong_loss_signature_names_the_file_before_any_compile(
         lambda: gibbs.linear_program(Y, X, loss=file),
         lambda: loss_function(file),
         lambda: WeightedGlm(X, Y, 1.0, loss=file),
-        lambda: wbb_glm(X, Y, 1.0, 2, root_seed=1, loss=file),
+        lambda: wbb_glm(X, Y, 1.0, 2, seed=1, loss=file),
     ]
     for call in calls:
         with pytest.raises(CompileError) as error:

@@ -43,7 +43,7 @@ def test_loop_records_vi_and_lcvi_blocks(cmdstan, tmp_path):
             tol=1e-9,  # never settles: LCVI goes on to max_iter
             max_iter=8000,
             advi_args={"iter": 6000},
-            output_dir=tmp_path,
+            out_dir=tmp_path,
         )
     dec = idata.decisions
     # plain VI, then LCVI from iteration 3000 in blocks of 1000, past iter
@@ -77,7 +77,7 @@ def test_loop_settled_before_max_iter_keeps_all_draws_of_its_last_fit(cmdstan, t
         tol=10.0,  # settles at the first check, at iter < max_iter
         max_iter=4000,
         advi_args={"iter": 2000, "output_samples": 300, "elbo_samples": 50},
-        output_dir=tmp_path,
+        out_dir=tmp_path,
     )
     assert loop.settled
     assert [s.state.iteration for s in loop.steps] == [2000, 1500, 2000]

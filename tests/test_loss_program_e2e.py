@@ -254,7 +254,7 @@ def test_gpc_on_a_users_program_agrees_with_the_templates_exact_grid(cmdstan):
 def test_wbb_draws_are_the_weighted_optima(cmdstan, normal_data):
     # argmin sum w_i (y_i - t)^2 / (2 sigma^2) - wp log N(t | m0, s0) in closed form.
     program = power_normal(normal_data)
-    result = wbb_program(program, 50, root_seed=9)
+    result = wbb_program(program, 50, seed=9)
     draws = result.posterior["theta"].values[0]
     w = arviz_compat.group(result, "weights")
     obs, prior = w["w"].values[0], w["w_prior"].values[0]

@@ -20,7 +20,7 @@ from stanflow.wbb import (
 RNG = np.random.default_rng(7)
 
 
-def test_weights_depend_only_on_root_seed_and_draw_index():
+def test_weights_depend_only_on_seed_and_draw_index():
     w, wp = bootstrap_weights(42, 6, 10)
     later, later_p = bootstrap_weights(42, 6, 3, start=4)
     np.testing.assert_array_equal(w[4:7], later)
@@ -38,8 +38,8 @@ def test_weights_depend_only_on_root_seed_and_draw_index():
 def test_idata_layout_and_batching_do_not_change_the_draws():
     X = RNG.normal(size=(80, 3))
     y = X @ [1.0, 0.0, -1.0] + 0.5 + RNG.normal(size=80)
-    whole = wbb_lasso(X, y, 10.0, 30, root_seed=1, fit_intercept=True, feature_names=["a", "b", "c"])
-    batched = wbb_lasso(X, y, 10.0, 30, root_seed=1, fit_intercept=True, feature_names=["a", "b", "c"],
+    whole = wbb_lasso(X, y, 10.0, 30, seed=1, fit_intercept=True, feature_names=["a", "b", "c"])
+    batched = wbb_lasso(X, y, 10.0, 30, seed=1, fit_intercept=True, feature_names=["a", "b", "c"],
                         batch_size=7)
     assert whole.posterior.beta.dims == ("chain", "draw", "feature")
     assert list(whole.posterior.feature.values) == ["a", "b", "c"]
@@ -61,18 +61,18 @@ def test_failed_solves_are_reported_not_kept():
         return Draws({"theta": w.sum(axis=1)}, ok, {})
 
     with pytest.warns(RuntimeWarning, match="did not converge"):
-        idata = wbb(solve, 4, 50, root_seed=3)
+        idata = wbb(solve, 4, 50, seed=3)
     ok = idata.sample_stats.converged.values[0]
     assert 0 < idata.attrs["n_failed"] == (~ok).sum()
     assert np.all(np.isnan(idata.posterior.theta.values[0, ~ok]))
     assert np.all(np.isfinite(idata.posterior.theta.values[0, ok]))
     with pytest.raises(RuntimeError, match="did not converge"):
-        wbb(solve, 4, 50, root_seed=3, on_failure="raise")
+        wbb(solve, 4, 50, seed=3, on_failure="raise")
 
 
 def test_trend_filter_driver():
     y = np.sin(np.linspace(0, 3, 60)) + 0.1 * RNG.normal(size=60)
-    idata = wbb_trend_filter(y, 0.5, 1, 5, root_seed=0)
+    idata = wbb_trend_filter(y, 0.5, 1, 5, seed=0)
     assert idata.posterior.theta.dims == ("chain", "draw", "obs")
     assert bool(idata.sample_stats.converged.all())
     assert set(idata.sample_stats.data_vars) == {"converged", "gap", "n_newton"}
@@ -89,7 +89,7 @@ def test_normal_mean_with_known_variance(n):
     y = RNG.normal(1.0, sigma, size=n)
     v = 1 / (n / sigma**2 + 1 / tau**2)
     m = v * y.sum() / sigma**2
-    draws = wbb_ridge(np.ones((n, 1)), y, sigma**2 / tau**2, B, root_seed=n, prior="fixed")
+    draws = wbb_ridge(np.ones((n, 1)), y, sigma**2 / tau**2, B, seed=n, prior="fixed")
     mu = draws.posterior.beta.values.ravel()
     assert abs(mu.mean() - m) <= 4 * np.sqrt(v / B) + 2 * np.sqrt(v) / n
     assert abs(mu.var() / v - 1) <= 4 * np.sqrt(2 / B) + 4 * np.sqrt(2 / n) + 2 / n
@@ -105,6 +105,6 @@ def test_ridge_wbb_matches_the_gaussian_posterior(prior):
     precision = X.T @ X + lam * np.eye(3)
     mean = np.linalg.solve(precision, X.T @ y)
     sd = sigma * np.sqrt(np.diag(np.linalg.inv(precision)))
-    draws = wbb_ridge(X, y, lam, B, root_seed=9, prior=prior).posterior.beta.values[0]
+    draws = wbb_ridge(X, y, lam, B, seed=9, prior=prior).posterior.beta.values[0]
     np.testing.assert_array_less(np.abs(draws.mean(axis=0) - mean) / sd, 4 / np.sqrt(B) + 3 / np.sqrt(n))
     np.testing.assert_array_less(np.abs(draws.std(axis=0) / sd - 1), 4 / np.sqrt(2 * B) + 4 * np.sqrt(2 / n))

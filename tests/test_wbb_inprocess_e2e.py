@@ -118,7 +118,7 @@ def _logistic_gradient(X: np.ndarray, labels: np.ndarray, lam: float, w: np.ndar
 def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmdstan):
     X, y = _data(n=120, seed=8)
     labels = np.where(y > 0.5, 1.0, -1.0)
-    kwargs = {"loss": "logistic", "penalty": "ridge", "root_seed": 8, "fit_intercept": True,
+    kwargs = {"loss": "logistic", "penalty": "ridge", "seed": 8, "fit_intercept": True,
               "feature_names": ["a", "b", "c"]}
     ours = wbb_glm_inprocess(X, labels, 2.0, 5, **kwargs)
     with warnings.catch_warnings():
@@ -200,7 +200,7 @@ def test_iteration_limit_is_reported_as_not_converged(cmdstan):
     assert not draws.converged.any() and np.all(draws.stats["status"] == 1)
     assert np.all(draws.stats["n_iter"] == 1)
     with pytest.warns(RuntimeWarning, match="3 of 3 WBB solves did not converge"):
-        idata = wbb_glm_inprocess(X, y, 1.0, 3, root_seed=2, max_iter=1, warm_start=False)
+        idata = wbb_glm_inprocess(X, y, 1.0, 3, seed=2, max_iter=1, warm_start=False)
     assert np.isnan(idata.posterior.beta.values).all()
     assert np.all(idata.sample_stats.status.values == 1)
 
@@ -214,13 +214,13 @@ def test_a_rejected_region_is_stepped_back_from_and_its_draws_fail(cmdstan, tmp_
     assert np.all(draws.params["beta"] <= 3.0)  # never accepted a rejected point
     assert np.all(draws.params["beta"] > 2.9)  # but went up to the border
     with pytest.raises(RuntimeError, match="2 of 2 WBB solves did not converge"):
-        wbb_glm_inprocess(X, y, 1.0, 2, root_seed=1, loss=problem.loss_file, on_failure="raise")
+        wbb_glm_inprocess(X, y, 1.0, 2, seed=1, loss=problem.loss_file, on_failure="raise")
 
 
 def test_draws_do_not_depend_on_their_batch_and_equal_scipy_per_draw(cmdstan):
     X, y = _data(n=150, seed=3)
     labels = np.where(y > 0.5, 1.0, -1.0)
-    kwargs = {"loss": "logistic", "penalty": "ridge", "root_seed": 3, "fit_intercept": True}
+    kwargs = {"loss": "logistic", "penalty": "ridge", "seed": 3, "fit_intercept": True}
     together = wbb_glm_inprocess(X, labels, 1.5, 6, **kwargs)
     in_pairs = wbb_glm_inprocess(X, labels, 1.5, 6, batch_size=2, **kwargs)
     np.testing.assert_allclose(in_pairs.posterior.beta.values, together.posterior.beta.values,
@@ -296,6 +296,6 @@ def test_a_slot_missing_its_parameters_is_named_before_any_solve(cmdstan, tmp_pa
         WeightedGlm(X, y, 1.0, penalty="pseudo_huber")
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     with pytest.raises(ValueError, match=r"loss: my_pseudo_huber.stanfunctions fails .* loss_params = \[\]"):
-        wbb_glm_inprocess(X, y, 1.0, 2, root_seed=0, loss=loss)
+        wbb_glm_inprocess(X, y, 1.0, 2, seed=0, loss=loss)
     with pytest.raises(ValueError, match="feature_names must have 3 entries"):
-        wbb_glm_inprocess(X, y, 1.0, 2, root_seed=0, feature_names=["a"])
+        wbb_glm_inprocess(X, y, 1.0, 2, seed=0, feature_names=["a"])

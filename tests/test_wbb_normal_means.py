@@ -92,7 +92,7 @@ def test_wbb_mean_and_prob_zero_match_integration_over_the_weights(y, lam, prior
     assert wbb_prob_zero(y, lam, prior) == pytest.approx(zero, abs=2e-7)
 def test_draws_are_soft_thresholds_with_the_bootstrap_weights():
     y, lams = np.array([-3.0, 0.0, 0.4, 2.5]), np.array([0.5, 2.0])
-    draws = wbb_normal_means(y, lams, 50, root_seed=9, prior="random")
+    draws = wbb_normal_means(y, lams, 50, seed=9, prior="random")
     w, wp = bootstrap_weights(9, 1, 50, prior="random")
     np.testing.assert_array_equal(draws.weights["w"].values[0], w)
     theta = draws.posterior["theta"].values[0]
@@ -100,14 +100,14 @@ def test_draws_are_soft_thresholds_with_the_bootstrap_weights():
     assert list(draws.posterior["theta"].dims) == ["chain", "draw", "lam", "y"]
     truth = soft_threshold(y[None, None, :], lams[None, :, None] * (wp / w[:, 0])[:, None, None])
     np.testing.assert_array_equal(theta, truth)
-    fixed = wbb_normal_means(y, lams, 50, root_seed=9, prior="fixed")
+    fixed = wbb_normal_means(y, lams, 50, seed=9, prior="fixed")
     np.testing.assert_array_equal(fixed.weights["w_prior"].values[0], np.ones(50))
 
 
 @pytest.mark.parametrize("prior", ["random", "fixed"])
 def test_monte_carlo_mean_agrees_with_the_exact_wbb_mean(prior):
     y, lams = np.array([0.5, 2.0, 6.0]), np.array([1.0, 3.0])
-    theta = wbb_normal_means(y, lams, 4000, root_seed=3, prior=prior).posterior["theta"].values[0]
+    theta = wbb_normal_means(y, lams, 4000, seed=3, prior=prior).posterior["theta"].values[0]
     mcse = theta.std(axis=0, ddof=1) / np.sqrt(len(theta))
     z = (theta.mean(axis=0) - wbb_mean(y[None, :], lams[:, None], prior)) / mcse
     assert np.all(np.abs(z) < 4)
@@ -122,7 +122,7 @@ def test_the_wbb_mean_is_not_the_posterior_mean():
     for y in (20.0, 100.0, 1e4):
         gap = wbb_mean(y, lam) - laplace_posterior_mean(y, lam)
         assert gap == pytest.approx(-lam * (np.log1p(y / lam) - 1), rel=1e-6)
-    theta = wbb_normal_means([4.0], [lam], 1000, root_seed=1).posterior["theta"].values[0, :, 0, 0]
+    theta = wbb_normal_means([4.0], [lam], 1000, seed=1).posterior["theta"].values[0, :, 0, 0]
     mcse = theta.std(ddof=1) / np.sqrt(len(theta))
     assert laplace_posterior_mean(4.0, lam) - theta.mean() > 4 * mcse
 
@@ -133,7 +133,7 @@ def test_the_wbb_mean_is_not_the_posterior_mean():
         (lambda: laplace_posterior_mean(1.0, 0.0), "lam"),
         (lambda: wbb_mean(np.nan, 1.0), "y"),
         (lambda: wbb_prob_zero(1.0, 1.0, prior="none"), "prior"),
-        (lambda: wbb_normal_means([[1.0]], [1.0], 10, root_seed=1), "1-d"),
+        (lambda: wbb_normal_means([[1.0]], [1.0], 10, seed=1), "1-d"),
     ],
 )
 def test_bad_input_names_the_argument(call, match):

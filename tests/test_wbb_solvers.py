@@ -196,7 +196,7 @@ def test_trend_filter_without_penalty_returns_the_data():
         (lambda X, y: trend_filter(y, 1.0, 1, weights=np.zeros(len(y))), "weights must be finite and > 0"),
         (lambda X, y: trend_filter(y, 1.0, 1, max_newton=0), "max_newton must be an int >= 1"),
         (lambda X, y: bootstrap_weights(1, 5, 2, prior="flat"), "prior must be one of"),
-        (lambda X, y: bootstrap_weights(-1, 5, 2), "root_seed must be >= 0"),
+        (lambda X, y: bootstrap_weights(-1, 5, 2), r"^seed must be >= 0, got -1$"),
     ],
 )
 def test_bad_input_raises_errors_naming_the_argument(call, message):

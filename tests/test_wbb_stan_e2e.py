@@ -49,7 +49,7 @@ def _scipy_logistic(X, labels, lam, w, wp):
 def test_weighted_logistic_through_the_wbb_driver_matches_scipy():
     X, y = _data()
     labels = np.where(y > 0.5, 1.0, -1.0)
-    idata = wbb_glm(X, labels, 2.0, 5, loss="logistic", penalty="ridge", root_seed=8,
+    idata = wbb_glm(X, labels, 2.0, 5, loss="logistic", penalty="ridge", seed=8,
                     fit_intercept=True, args=TIGHT)
     assert bool(idata.sample_stats.converged.all()) and idata.attrs["n_failed"] == 0
     w, wp = idata.weights.w.values[0], idata.weights.w_prior.values[0]
@@ -62,7 +62,7 @@ def test_weighted_logistic_through_the_wbb_driver_matches_scipy():
 def test_iteration_limit_is_reported_as_not_converged():
     X, y = _data()
     with pytest.warns(RuntimeWarning, match="did not converge"):
-        idata = wbb_glm(X, y, 1.0, 3, root_seed=2, args={"iter": 2})
+        idata = wbb_glm(X, y, 1.0, 3, seed=2, args={"iter": 2})
     assert not idata.sample_stats.converged.values.any()
     assert np.isnan(idata.posterior.beta.values).all()
     assert np.all(idata.sample_stats.exit_code.values == 0)  # CmdStan exits 0 at the limit

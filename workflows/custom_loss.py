@@ -148,7 +148,7 @@ def wbb_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     X = rng.normal(size=(n, 3))
     y = X @ np.array([1.0, -0.5, 0.0]) + rng.standard_t(3, size=n)
     draws = wbb_glm_inprocess(
-        X, y, 1.0, 100 if quick else 1000, root_seed=SEED, loss=loss,
+        X, y, 1.0, 100 if quick else 1000, seed=SEED, loss=loss,
         loss_params=[1.0], penalty="ridge",
     )
     beta = draws.posterior["beta"].values.reshape(-1, 3)

@@ -391,7 +391,7 @@ def _lastfm_loop(mf: LastFmProblem, part: LastFm, seed: int) -> dict:
                 mf.problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
                 n_draws=200, decision_every=part.n_iter // 20, seed=seed,
                 advi_args={"iter": part.n_iter, "grad_samples": 1, "output_samples": 20},
-                output_dir=Path(tmp) / label, vi=vi,
+                out_dir=Path(tmp) / label, vi=vi,
             )
             vi = fit.vi
             record[label] = {

@@ -300,7 +300,7 @@ def run_setting(
                     decision_every=experiment.n_iter // 20,
                     seed=seed,
                     advi_args=experiment.advi,
-                    output_dir=Path(tmp) / name,
+                    out_dir=Path(tmp) / name,
                     vi=vi,
                 )
                 vi = loop.vi

@@ -279,7 +279,7 @@ def spatial_piece(path: Path, config: dict, r: int, pieces: Pieces) -> dict:
         # and L-BFGS cannot certify its optimum: such a draw is NaN, counted and left out.
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "(?s).*WBB solves did not converge")
-            draws = wbb_program(program, config["wbb_draws"], root_seed=r)
+            draws = wbb_program(program, config["wbb_draws"], seed=r)
         converged = draws.sample_stats["converged"].values.reshape(-1)
         theta = draws.posterior["theta"].values.reshape(-1, 2)[converged]
         sandwich_trace = 2 * 2 / (OMEGA_STAR_SPATIAL**2 * config["n"])  # tr(H^-1 J H^-1)/n

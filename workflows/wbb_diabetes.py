@@ -162,7 +162,7 @@ def run(out: Path, quick: bool) -> dict:
     draws, rates = {}, {}
     for prior in ("fixed", "random"):
         start = time.perf_counter()
-        draws[prior] = wbb_lasso(X, y, lam, B, root_seed=SEED, prior=prior, fit_intercept=True,
+        draws[prior] = wbb_lasso(X, y, lam, B, seed=SEED, prior=prior, fit_intercept=True,
                                  feature_names=names, on_failure="raise")
         rates[prior] = B / (time.perf_counter() - start)
         save(draws[prior], out / f"wbb_{prior}.nc")
@@ -297,7 +297,7 @@ def penalty_posteriors(X: np.ndarray, y: np.ndarray, names: list[str], lams: dic
     result = {}
     for (label, lam), bayes in zip(lams.items(), gibbs, strict=True):
         samples = {
-            f"wbb_{prior}": wbb_lasso(X, y, lam, B, root_seed=SEED, prior=prior, fit_intercept=True,
+            f"wbb_{prior}": wbb_lasso(X, y, lam, B, seed=SEED, prior=prior, fit_intercept=True,
                                       on_failure="raise").posterior["beta"].values[0]
             for prior in ("fixed", "random")
         }

@@ -62,7 +62,7 @@ def run(out: Path, quick: bool) -> dict:
     posterior = laplace_posterior_mean(y[None, :], lams[:, None])
     per_prior = {}
     for prior in PRIORS:
-        idata = wbb_normal_means(y, lams, B, root_seed=SEED, prior=prior)
+        idata = wbb_normal_means(y, lams, B, seed=SEED, prior=prior)
         save(idata, out / f"wbb_normal_means_{prior}.nc")
         theta = idata.posterior["theta"].values[0]  # (B, lam, y)
         per_prior[prior] = {

@@ -115,7 +115,7 @@ def run(out: Path, quick: bool) -> dict:
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # failed draws are counted below
-        idata = wbb_trend_filter(y, lam, K, n_draws, root_seed=SEED, tol=TOL)
+        idata = wbb_trend_filter(y, lam, K, n_draws, seed=SEED, tol=TOL)
     seconds = time.perf_counter() - start
     save(idata, out / "wbb_trend_filtering.nc")
     theta = _kept(idata)
@@ -132,7 +132,7 @@ def run(out: Path, quick: bool) -> dict:
         worst_gap = max(worst_gap, cv_r.max_relative_gap)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            draws = wbb_trend_filter(y_r, cv_r.lam, K, n_coverage, root_seed=SEED + 1 + r, tol=TOL)
+            draws = wbb_trend_filter(y_r, cv_r.lam, K, n_coverage, seed=SEED + 1 + r, tol=TOL)
         failed.append(draws.attrs["n_failed"])
         low_r, high_r, _ = bands(_kept(draws))
         coverage.append(np.mean((low_r <= f) & (f <= high_r)))

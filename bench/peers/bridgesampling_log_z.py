@@ -1,4 +1,4 @@
-"""Peer benchmark: R's bridgesampling against stanflow's bridge_log_z, log Z of Pima.
+"""Peer benchmark: R's bridgesampling against stanflow's bridge_sampling, log Z of Pima.
 
 Bayesian logistic regression on Pima (``stanflow.qpaths.load_uci("pima")``,
 d = 9, prior ``N(0, 5^2 I)``, the Stan program
@@ -17,7 +17,7 @@ posterior draws; then, on the same draws:
   all seeds in one ``Rscript`` process (``bridgesampling_fit.R``; draws and data
   passed as CSV files). R and bridgesampling come from Debian
   (``r-cran-bridgesampling``, installed by ``apt-get`` if missing);
-* stanflow's :func:`~stanflow.qpaths.bridge.bridge_log_z` on the Stan program
+* stanflow's :func:`stanflow.wbb.bridge_sampling` on the Stan program
   in process (``stan_log_density``), timed per call (the program loaded once);
 * for reference, stanflow's default SMC (``smc`` with ``GaussianBase(9, 5)`` as
   base, the same Stan density as target, ``n_particles=1000``, its default
@@ -103,12 +103,14 @@ def nuts_draws(model: Any, data: dict[str, Any], seed: int) -> tuple[Any, float]
 
 
 def stanflow_bridge(density: Any, draws: Any, seed: int) -> dict[str, Any]:
-    """``bridge_log_z`` on the draws, timed."""
-    from stanflow.qpaths.bridge import bridge_log_z
+    """``stanflow.wbb.bridge_sampling`` on the draws, timed."""
+    from stanflow.wbb import bridge_sampling
 
     start = time.perf_counter()
-    result = bridge_log_z(density, draws, seed=seed)
-    return {**result, "seconds": time.perf_counter() - start}
+    result = bridge_sampling(density, draws, seed=seed)
+    seconds = time.perf_counter() - start
+    return {"log_z": result.log_marginal, "se": result.relative_error,
+            "n_iter": result.n_iter, "converged": result.converged, "seconds": seconds}
 
 
 def stanflow_smc(density: Any, seed: int) -> dict[str, Any]:

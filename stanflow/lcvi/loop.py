@@ -119,7 +119,7 @@ def run_lcvi(
     algorithm: str = "meanfield",
     seed: int = 1,
     advi_args: Mapping[str, Any] | None = None,
-    output_dir: str | Path | None = None,
+    out_dir: str | Path | None = None,
     vi: PlainVI | None = None,
     **loss_params: float,
 ) -> Loop:
@@ -177,7 +177,7 @@ def run_lcvi(
         Overrides of :data:`ADVI_DEFAULTS` and more of CmdStan's
         ``variational`` arguments (``eta``, ``adapt.iter``, ``sig_figs``).
         Without ``eta``, plain VI's run adapts it as CmdStan does.
-    output_dir : path, optional
+    out_dir : path, optional
         Folder in which each call makes a subfolder ``lcvi-<loss>-*`` for its
         runs' files (CSV, states, data, consoles); by default a temporary
         folder removed at the end.
@@ -206,7 +206,7 @@ def run_lcvi(
     eps_u = uniform_base_samples(int(n_outcomes), program.n, seed, model.uses_uniform)
 
     with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
-        folder = _call_folder(Path(tmp), output_dir, loss)
+        folder = _call_folder(Path(tmp), out_dir, loss)
         runner = Runner(model, eps_y, eps_u, kind, estimator, seed, args, folder)
         # plain VI to the branch and to iter; its decisions h_0 from the draws
         # of its state that every state is judged by (common random numbers)
@@ -248,13 +248,13 @@ def run_lcvi(
     )
 
 
-def _call_folder(tmp: Path, output_dir: str | Path | None, loss: BoundLoss) -> Path:
-    """The folder of the call's files: ``tmp``, or a new ``output_dir/lcvi-<loss>-*``."""
-    if output_dir is None:
+def _call_folder(tmp: Path, out_dir: str | Path | None, loss: BoundLoss) -> Path:
+    """The folder of the call's files: ``tmp``, or a new ``out_dir/lcvi-<loss>-*``."""
+    if out_dir is None:
         return tmp
     # a folder of its own per call: loops sharing a plain VI keep their files
-    Path(output_dir).mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"lcvi-{loss.name}-", dir=output_dir))
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"lcvi-{loss.name}-", dir=out_dir))
 
 
 def _warn_unsettled(steps: list[Step], schedule: Schedule) -> None:

@@ -62,7 +62,7 @@ class PlainVI(NamedTuple):
 
     Pass it as ``vi`` to :func:`stanflow.lcvi.loop.run_lcvi` to calibrate
     several losses on one plain-VI run (the states are files: the loop's
-    ``output_dir`` must outlive the calls).
+    ``out_dir`` must outlive the calls).
 
     Attributes
     ----------

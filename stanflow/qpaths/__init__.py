@@ -24,8 +24,6 @@
   the first ``beta`` from one ESS target);
 - :mod:`~stanflow.qpaths.independence`: independence Metropolis-Hastings moves
   from a Gaussian fitted to the particles;
-- :mod:`~stanflow.qpaths.bridge`: ``log Z`` from posterior draws by bridge
-  sampling (normal proposal, the iterative optimal bridge);
 - :mod:`~stanflow.qpaths.reference`: reference ``log Z`` by importance
   sampling from a Student-t fitted to SMC particles;
 - :mod:`~stanflow.qpaths.logistic`: Bayesian logistic regression on the UCI
@@ -54,7 +52,6 @@ from stanflow.qpaths.bdmc import (
     reverse_ais,
     tune_step_size,
 )
-from stanflow.qpaths.bridge import bridge_log_z
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import JointChoice, joint_heuristic
 from stanflow.qpaths.densities import GaussianBase
@@ -87,7 +84,6 @@ __all__ = [
     "StanMoves",
     "ais",
     "bdmc_sandwich",
-    "bridge_log_z",
     "dlog_qpath_dbeta",
     "exp_q",
     "forward_ais",

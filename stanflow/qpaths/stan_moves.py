@@ -50,8 +50,9 @@ class StanMoves:
         Its data without ``beta`` and ``q``: ``d``, ``n_base_params``,
         ``base_params``, ``n_target_params``, ``target_params``.
     work_dir : path, optional
-        Where the run sets of each temperature go (removed after reading);
-        default a temporary folder.
+        Scratch folder: the run sets of each temperature go in a subfolder of
+        it that is removed after reading (nothing is kept); default the
+        system's temporary folder.
     target_accept : float, default 0.8
         Mean ``accept_stat__`` the step-size rule aims at, in ``(0, 1)``.
     max_depth : int, default 6

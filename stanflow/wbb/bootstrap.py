@@ -16,7 +16,7 @@ Result: one ``InferenceData`` with
 A draw whose solve did not converge is not kept: its posterior values become
 NaN, ``converged`` is False and a ``RuntimeWarning`` gives the count (or,
 with ``on_failure="raise"``, a ``RuntimeError``). The root attributes record
-``root_seed``, ``prior``, ``n_failed`` and the solver's settings.
+``root_seed`` (the ``seed`` argument), ``prior``, ``n_failed`` and the solver's settings.
 """
 
 from __future__ import annotations
@@ -62,25 +62,25 @@ class Draws:
 
 
 def check_draws(
-    B: int, *, root_seed: int, prior: str, batch_size: int | None, on_failure: str
+    B: int, *, seed: int, prior: str, batch_size: int | None, on_failure: str
 ) -> None:
     """Check the driver's settings, before any solve or compile; errors name the argument.
 
     Parameters
     ----------
-    B, root_seed, prior, batch_size, on_failure
-        As in :func:`wbb`: ``B`` and ``batch_size`` ints ``>= 1``, ``root_seed``
+    B, seed, prior, batch_size, on_failure
+        As in :func:`wbb`: ``B`` and ``batch_size`` ints ``>= 1``, ``seed``
         an int ``>= 0``.
 
     Raises
     ------
     TypeError
-        If ``B``, ``batch_size`` or ``root_seed`` is not an int.
+        If ``B``, ``batch_size`` or ``seed`` is not an int.
     ValueError
         If one is out of range, or ``prior`` or ``on_failure`` is unknown.
     """
     _positive_int(B, "B")
-    _nonnegative_int(root_seed, "root_seed")
+    _nonnegative_int(seed, "seed")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     if batch_size is not None:
@@ -94,7 +94,7 @@ def wbb(
     n: int,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     batch_size: int | None = None,
     coords: Mapping[str, Sequence[Any] | np.ndarray] | None = None,
@@ -112,7 +112,7 @@ def wbb(
         Number of observations.
     B : int
         Number of draws.
-    root_seed : int
+    seed : int
         Root seed; draw ``i``'s weights depend on it and ``i`` only.
     prior : {"random", "fixed"}
         Prior weight ``wp ~ Exp(1)`` or ``wp = 1``.
@@ -130,13 +130,13 @@ def wbb(
     Results
         Groups ``posterior``, ``sample_stats`` and ``weights``.
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     n = _positive_int(n, "n")
     batch_size = B if batch_size is None else batch_size
     batches = []
     for start in range(0, B, batch_size):
-        w, wp = bootstrap_weights(root_seed, n, min(batch_size, B - start), prior=prior, start=start)
+        w, wp = bootstrap_weights(seed, n, min(batch_size, B - start), prior=prior, start=start)
         batches.append((w, wp, solve(w, wp)))
     w = np.concatenate([batch[0] for batch in batches])
     wp = np.concatenate([batch[1] for batch in batches])
@@ -152,7 +152,7 @@ def wbb(
         warnings.warn(message, RuntimeWarning, stacklevel=2)
         for value in params.values():
             value[~converged] = np.nan
-    root = {"root_seed": int(root_seed), "prior": prior, "n_failed": n_failed, **dict(attrs or {})}
+    root = {"root_seed": int(seed), "prior": prior, "n_failed": n_failed, **dict(attrs or {})}
     posterior = arviz_compat.dict_to_dataset(
         {k: v[None] for k, v in params.items()}, coords=coords, dims=dims, attrs=root
     )
@@ -174,7 +174,7 @@ def wbb_lasso(
     lam: float,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     fit_intercept: bool = False,
     feature_names: Sequence[str] | None = None,
@@ -206,7 +206,7 @@ def wbb_lasso(
     -------
     Results
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     start = solve_lasso(X, y, lam, fit_intercept=fit_intercept, tol=tol, max_sweeps=max_sweeps)
 
@@ -218,7 +218,7 @@ def wbb_lasso(
         params = _linear(fit.beta, fit.intercept, fit_intercept)
         return Draws(params, fit.converged, {"n_sweeps": fit.n_sweeps})
 
-    return _linear_wbb(solve, X, B, root_seed, prior, feature_names, batch_size, on_failure,
+    return _linear_wbb(solve, X, B, seed, prior, feature_names, batch_size, on_failure,
                        {"solver": "lasso", "lam": float(lam), "tol": tol})
 
 
@@ -228,7 +228,7 @@ def wbb_ridge(
     lam: float,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     fit_intercept: bool = False,
     feature_names: Sequence[str] | None = None,
@@ -239,7 +239,7 @@ def wbb_ridge(
 
     Same arguments and groups as :func:`wbb_lasso`, without solver statistics.
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     solve_ridge(X, y, lam, fit_intercept=fit_intercept)  # validate once, up front
 
@@ -247,7 +247,7 @@ def wbb_ridge(
         fit = solve_ridge(X, y, lam, weights=w, prior_weight=wp, fit_intercept=fit_intercept)
         return Draws(_linear(fit.beta, fit.intercept, fit_intercept), fit.converged)
 
-    return _linear_wbb(solve, X, B, root_seed, prior, feature_names, batch_size, on_failure,
+    return _linear_wbb(solve, X, B, seed, prior, feature_names, batch_size, on_failure,
                        {"solver": "ridge", "lam": float(lam)})
 
 
@@ -257,7 +257,7 @@ def wbb_trend_filter(
     k: int,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     tol: float = 1e-8,
     max_newton: int = 300,
@@ -284,7 +284,7 @@ def wbb_trend_filter(
     -------
     Results
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     trend_filter(y, lam, k, tol=tol, max_newton=1)  # validate once, up front
     n = np.asarray(y).shape[0]
@@ -294,7 +294,7 @@ def wbb_trend_filter(
         return Draws({"theta": fit.theta}, fit.converged, {"gap": fit.gap, "n_newton": fit.n_newton})
 
     return wbb(
-        solve, n, B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        solve, n, B, seed=seed, prior=prior, batch_size=batch_size,
         coords={"obs": np.arange(n)}, dims={"theta": ["obs"]}, on_failure=on_failure,
         attrs={"solver": "trend_filter", "lam": float(lam), "k": int(k), "tol": tol},
     )
@@ -308,7 +308,7 @@ def _linear_wbb(
     solve: Callable[[np.ndarray, np.ndarray], Draws],
     X: np.ndarray,
     B: int,
-    root_seed: int,
+    seed: int,
     prior: str,
     feature_names: Sequence[str] | None,
     batch_size: int | None,
@@ -320,6 +320,6 @@ def _linear_wbb(
     if len(names) != p:
         raise ValueError(f"feature_names must have {p} entries, got {len(names)}")
     return wbb(
-        solve, n, B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        solve, n, B, seed=seed, prior=prior, batch_size=batch_size,
         coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure, attrs=attrs,
     )

@@ -335,7 +335,7 @@ def wbb_glm_inprocess(
     lam: float,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     loss: str | Path = "squared",
     penalty: str | Path = "ridge",
@@ -354,7 +354,7 @@ def wbb_glm_inprocess(
     """WBB draws of a smooth penalised problem, optimised in process.
 
     The in-process counterpart of :func:`stanflow.wbb.stan_optimize.wbb_glm`:
-    same problem, slot files, weights (same ``root_seed``: same draws) and
+    same problem, slot files, weights (same ``seed``: same draws) and
     result layout; ``sample_stats`` holds ``converged``, ``objective``,
     ``grad_norm``, ``n_iter`` and ``status`` (see :func:`lbfgs_draws`).
 
@@ -371,7 +371,7 @@ def wbb_glm_inprocess(
     ----------
     X, y, lam, loss, penalty, fit_intercept, loss_params, penalty_params, threads
         As in :class:`WeightedGlm`.
-    B, root_seed, prior, batch_size, on_failure
+    B, seed, prior, batch_size, on_failure
         As in :func:`stanflow.wbb.bootstrap.wbb`.
     feature_names : sequence of str, optional
         Coordinates of ``feature`` (0..p-1 if omitted).
@@ -390,7 +390,7 @@ def wbb_glm_inprocess(
     -------
     Results
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     names = _feature_names(feature_names, check_X_y(X, y)[0].shape[1])
     options: dict[str, Any] = {
@@ -410,7 +410,7 @@ def wbb_glm_inprocess(
         return lbfgs_draws(problem, w, wp, init=beta0, init_intercept=alpha0, **options)
 
     return wbb(
-        solve, problem.X.shape[0], B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        solve, problem.X.shape[0], B, seed=seed, prior=prior, batch_size=batch_size,
         coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure,
         attrs={"solver": "inprocess_lbfgs", "lam": problem.lam, "loss": str(loss),
                "penalty": str(penalty), "warm_start": int(warm_start), "gtol": gtol, "ftol": ftol},

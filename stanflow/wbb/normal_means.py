@@ -153,7 +153,7 @@ def wbb_prob_zero(y: ArrayLike, lam: ArrayLike, prior: str = "random") -> np.nda
 
 
 def wbb_normal_means(
-    y: ArrayLike, lam: ArrayLike, B: int, *, root_seed: int, prior: str = "random"
+    y: ArrayLike, lam: ArrayLike, B: int, *, seed: int, prior: str = "random"
 ) -> Results:
     """``B`` WBB draws of ``theta`` for every observation ``y`` and penalty ``lam``.
 
@@ -170,7 +170,7 @@ def wbb_normal_means(
         Finite penalties ``> 0``.
     B : int
         Number of draws.
-    root_seed : int
+    seed : int
         Root seed of the weights.
     prior : {"random", "fixed"}
         ``w2 ~ Exp(1)`` or ``w2 = 1``.
@@ -191,7 +191,7 @@ def wbb_normal_means(
         return Draws({"theta": theta}, np.ones(w.shape[0], dtype=bool))
 
     return wbb(
-        solve, 1, B, root_seed=root_seed, prior=_check_prior(prior),
+        solve, 1, B, seed=seed, prior=_check_prior(prior),
         coords={"lam": lam, "y": y}, dims={"theta": ["lam", "y"]},
         attrs={"solver": "soft_threshold", "model": "y ~ N(theta, 1), Laplace(lam) prior"},
     )

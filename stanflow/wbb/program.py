@@ -102,7 +102,7 @@ def wbb_program(
     program: LossProgram,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     warm_start: bool = True,
     gtol: float = 1e-10,
@@ -119,7 +119,7 @@ def wbb_program(
         Any loss program (a template's or a user's).
     B : int
         Number of draws.
-    root_seed : int
+    seed : int
         Draw ``i``'s weights depend on it and ``i`` only (:mod:`stanflow.wbb.weights`).
     prior : {"random", "fixed"}, default "random"
         The prior's weight per draw, ``Exp(1)`` or 1.
@@ -150,7 +150,7 @@ def wbb_program(
     """
     if not isinstance(program, LossProgram):
         raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     check_max_iter(max_iter, "max_iter")
     for name, value in (("gtol", gtol), ("ftol", ftol)):
@@ -168,7 +168,7 @@ def wbb_program(
 
     dims = _dims(program)
     return wbb(
-        solve, program.n, B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        solve, program.n, B, seed=seed, prior=prior, batch_size=batch_size,
         dims=dims, on_failure=on_failure,
         attrs={"solver": "inprocess_lbfgs", "warm_start": int(warm_start), "gtol": gtol,
                "ftol": ftol, **program.describe()},

@@ -208,7 +208,7 @@ def wbb_glm(
     lam: float,
     B: int,
     *,
-    root_seed: int,
+    seed: int,
     prior: str = "random",
     loss: str | Path = "squared",
     penalty: str | Path = "ridge",
@@ -236,7 +236,7 @@ def wbb_glm(
         As in :func:`optimize_draws`.
     loss_params, penalty_params : sequence of float or mapping
         In declared order or by name (:func:`stanflow.losses.loss_parameters`).
-    B, root_seed, prior, batch_size, on_failure
+    B, seed, prior, batch_size, on_failure
         As in :func:`stanflow.wbb.bootstrap.wbb`.
     loss, penalty
         As in :func:`glm_model`.
@@ -247,7 +247,7 @@ def wbb_glm(
     -------
     Results
     """
-    check_draws(B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+    check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
     X, y = check_X_y(X, y)
     check_lam(lam)
@@ -266,7 +266,7 @@ def wbb_glm(
 
     names = list(range(X.shape[1])) if feature_names is None else list(feature_names)
     return wbb(
-        solve, X.shape[0], B, root_seed=root_seed, prior=prior, batch_size=batch_size,
+        solve, X.shape[0], B, seed=seed, prior=prior, batch_size=batch_size,
         coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure,
         attrs={"solver": "stan_optimize", "lam": float(lam), "loss": str(loss), "penalty": str(penalty)},
     )

@@ -21,13 +21,13 @@ PRIORS = ("random", "fixed")
 
 
 def draw_weights(
-    root_seed: int, index: int, n: int, prior: str = "random"
+    seed: int, index: int, n: int, prior: str = "random"
 ) -> tuple[np.ndarray, float]:
     """Weights of draw ``index``.
 
     Parameters
     ----------
-    root_seed : int
+    seed : int
         Non-negative root seed of the bootstrap.
     index : int
         Non-negative draw number.
@@ -43,18 +43,18 @@ def draw_weights(
     w_p : float
         Prior weight.
     """
-    w, wp = bootstrap_weights(root_seed, n, 1, prior=prior, start=index)
+    w, wp = bootstrap_weights(seed, n, 1, prior=prior, start=index)
     return w[0], float(wp[0])
 
 
 def bootstrap_weights(
-    root_seed: int, n: int, B: int, *, prior: str = "random", start: int = 0
+    seed: int, n: int, B: int, *, prior: str = "random", start: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Weights of draws ``start, ..., start + B - 1``.
 
     Parameters
     ----------
-    root_seed : int
+    seed : int
         Non-negative root seed of the bootstrap.
     n : int
         Number of observations, at least 1.
@@ -72,14 +72,14 @@ def bootstrap_weights(
     w_p : ndarray, shape (B,)
         Prior weights.
     """
-    root_seed = _nonnegative_int(root_seed, "root_seed")
+    seed = _nonnegative_int(seed, "seed")
     start = _nonnegative_int(start, "start")
     n, B = _positive_int(n, "n"), _positive_int(B, "B")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     out = np.empty((B, n + 1))
     for b in range(B):
-        child = np.random.SeedSequence(root_seed, spawn_key=(start + b,))
+        child = np.random.SeedSequence(seed, spawn_key=(start + b,))
         out[b] = np.random.default_rng(child).standard_exponential(n + 1)
     w, wp = out[:, :n], out[:, n]
     return w, (wp if prior == "random" else np.ones(B))

@@ -41,7 +41,9 @@ class NutsMoves(StanMoves):
         The path's end: the level at ``beta`` is the Gibbs posterior at
         ``beta * omega_max``.
     work_dir : path, optional
-        Where each level's run set goes (removed after reading).
+        Scratch folder: each level's run set goes in a subfolder of it that is
+        removed after reading (nothing is kept); default the system's
+        temporary folder.
     target_accept : float, default 0.8
     max_depth : int, default 6
 
