@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -50,31 +49,15 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import REPO, machine_info, median, print_table, write_results
+from _r import ensure_r
 
 R_SCRIPT = Path(__file__).resolve().parent / "bridgesampling_fit.R"
 REFERENCE = REPO / "results" / "qpaths-smc" / "summary.json"
-R_PACKAGES = ("r-base-core", "r-cran-bridgesampling")
 SEED = 20261204
 CHAINS, WARMUP, DRAWS = 4, 1000, 2000
 SMC_PARTICLES = 1000
 QUICK_SEEDS = 2
 R_METHODS = ("normal", "warp3")
-
-
-def ensure_r() -> str:
-    """Install R and bridgesampling from Debian if either is missing; return Rscript."""
-    found = shutil.which("Rscript")
-    check = [found or "Rscript", "-e", "suppressPackageStartupMessages(library(bridgesampling))"]
-    if found and subprocess.run(check, capture_output=True, check=False).returncode == 0:
-        return found
-    print(f"installing {' '.join(R_PACKAGES)} (apt-get) ...", flush=True)
-    subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *R_PACKAGES],
-                   check=True)
-    rscript = shutil.which("Rscript")
-    if rscript is None:
-        raise RuntimeError(f"Rscript not found after apt-get install {' '.join(R_PACKAGES)}")
-    return rscript
 
 
 def write_data_csv(X: Any, y: Any, path: Path) -> None:
@@ -187,7 +170,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     get_logger().setLevel(logging.WARNING)  # after its set-up, which sets DEBUG
     info = machine_info()
-    rscript = ensure_r()
+    rscript = ensure_r("bridgesampling")
     truth = float(json.loads(REFERENCE.read_text())["log_z_truth"]["pima"])
     target = load_uci("pima")
     program = resource_dir("stan") / "qpaths" / "logistic_regression.stan"

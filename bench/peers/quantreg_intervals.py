@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import machine_info, print_table, write_results
+from _r import ensure_r
 
 R_SCRIPT = Path(__file__).resolve().parent / "quantreg_fits.R"
 N = 200
@@ -53,23 +53,6 @@ DESIGNS = ("homoscedastic", "heteroscedastic")
 SEED = 20261204
 LEVEL = 0.95
 QUICK_DATASETS = 3
-R_PACKAGES = ("r-base-core", "r-cran-quantreg")
-
-
-def ensure_r() -> str:
-    """Install R and quantreg from Debian if ``Rscript`` or quantreg is missing; return Rscript."""
-    found = shutil.which("Rscript")
-    check = [found or "Rscript", "-e", "suppressPackageStartupMessages(library(quantreg))"]
-    if found and subprocess.run(check, capture_output=True, check=False).returncode == 0:
-        return found
-    print(f"installing {' '.join(R_PACKAGES)} (apt-get) ...", flush=True)
-    subprocess.run(["apt-get", "update", "-qq"], check=True)
-    subprocess.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *R_PACKAGES],
-                   check=True)
-    rscript = shutil.which("Rscript")
-    if rscript is None:
-        raise RuntimeError(f"Rscript not found after apt-get install {' '.join(R_PACKAGES)}")
-    return rscript
 
 
 def true_slope(design: str, tau: float) -> float:
@@ -222,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error(f"--datasets must be at least 2, got {datasets}")
 
     info = machine_info()
-    rscript = ensure_r()
+    rscript = ensure_r("quantreg")
     program_wall = warm_compile()
     cells: dict[str, Any] = {}
     versions = ""
