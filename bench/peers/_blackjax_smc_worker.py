@@ -51,24 +51,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from _smc_problem import limit_threads as limit_blas_threads
 from _smc_problem import load_problem
 
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 TARGET_ACCEPTANCE = 0.8
 """Mean acceptance rate the step size aims at (``window_adaptation``'s default)."""
 
 
 def limit_threads(threads: int) -> None:
     """Cap BLAS/OpenMP/XLA threads; must run before NumPy or JAX is imported."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(threads)
+    limit_blas_threads(threads)
     flags = ["--xla_force_host_platform_device_count=1"]
     if threads == 1:
         flags.append("--xla_cpu_multi_thread_eigen=false")

@@ -36,28 +36,14 @@ import sys
 import time
 from typing import Any
 
-from _smc_problem import load_problem
+from _smc_problem import limit_threads, load_problem
 
-THREAD_VARIABLES = (
-    "OMP_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "BLIS_NUM_THREADS",
-    "VECLIB_MAXIMUM_THREADS",
-    "NUMEXPR_NUM_THREADS",
-)
 DENSITY_TOLERANCE = 1e-5
 """Largest accepted gap between the PyMC model's log density and the formula.
 
 PyMC 6.4's Normal log density sits a constant ~3e-8 per coordinate below the
 float64 formula (its ``log sqrt(2 pi)`` constant); the gap is reported in the settings.
 """
-
-
-def limit_threads(threads: int) -> None:
-    """Cap BLAS/OpenMP threads; must run before NumPy or PyTensor is imported."""
-    for name in THREAD_VARIABLES:
-        os.environ[name] = str(threads)
 
 
 def build_model(problem: dict[str, Any]) -> Any:

@@ -1,4 +1,4 @@
-"""What the two SMC peer workers share: the problem file they read.
+"""What the two SMC peer workers share: the thread cap and the problem file they read.
 
 Imported by ``_pymc_smc_worker.py`` and ``_blackjax_smc_worker.py`` (their folder is first
 on ``sys.path`` when they run as scripts). NumPy is imported inside, after the worker has
@@ -7,7 +7,23 @@ capped its threads.
 
 from __future__ import annotations
 
+import os
 from typing import Any
+
+THREAD_VARIABLES = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "BLIS_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
+
+
+def limit_threads(threads: int) -> None:
+    """Cap BLAS/OpenMP threads; must run before NumPy or the peer is imported."""
+    for name in THREAD_VARIABLES:
+        os.environ[name] = str(threads)
 
 
 def load_problem(path: str) -> dict[str, Any]:

@@ -50,6 +50,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import machine_info, median, print_table, write_results
+from _venv import ensure_venv
 
 WORKER = Path(__file__).resolve().parent / "_pymc_power_worker.py"
 SEED = 20261204
@@ -57,28 +58,6 @@ OMEGA = 0.63
 LOWER, UPPER = 0.0, 8.0
 CHAINS, CORES, WARMUP, DRAWS = 4, 2, 1000, 1000
 AGREEMENT_Z = 4.0
-
-
-def base_python() -> Path:
-    """The newest Python 3.13 or 3.12 under ``~/.pyenv/versions``."""
-    versions = Path.home() / ".pyenv" / "versions"
-    found = sorted(versions.glob("3.13*/bin/python")) + sorted(versions.glob("3.12*/bin/python"))
-    if not found:
-        raise RuntimeError(f"no Python 3.13 or 3.12 under {versions}; pass --base-python")
-    return found[0]
-
-
-def ensure_pymc_venv(venv: Path, base: Path | None) -> Path:
-    """Create ``venv`` with PyMC from PyPI if it has no PyMC; return its python."""
-    python = venv / "bin" / "python"
-    check = [str(python), "-c", "import pymc"]
-    if python.exists() and subprocess.run(check, capture_output=True, check=False).returncode == 0:
-        return python
-    interpreter = base or base_python()
-    print(f"creating {venv} from {interpreter} with PyMC (pip install pymc) ...", flush=True)
-    subprocess.run([str(interpreter), "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "pymc"], check=True)
-    return python
 
 
 def gamma_data(n: int) -> list[float]:
@@ -246,7 +225,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logging.getLogger("cmdstanpy").setLevel(logging.WARNING)
 
     info = machine_info()
-    python = ensure_pymc_venv(args.pymc_venv, args.base_python)
+    python = ensure_venv(args.pymc_venv, ["pymc"], ["pymc"], args.base_python)
     y = gamma_data(args.n)
     start = time.perf_counter()
     program = gibbs.location_program(y, loss="absolute", bounds=(LOWER, UPPER))

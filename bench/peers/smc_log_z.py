@@ -52,29 +52,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _common import REPO, machine_info, median, print_table, write_results
+from _venv import ensure_venv
 
 HERE = Path(__file__).resolve().parent
 WORKERS = {"pymc": HERE / "_pymc_smc_worker.py", "blackjax": HERE / "_blackjax_smc_worker.py"}
 REFERENCE = REPO / "results" / "qpaths-smc" / "summary.json"
 MIN_PEER_PARTICLES = 100
-
-
-def ensure_peer_venv(venv: Path) -> Path:
-    """The peer venv's python, made from the newest pyenv 3.13/3.12 if it lacks a peer."""
-    python = venv / "bin" / "python"
-    check = [str(python), "-c", "import pymc, blackjax"]
-    if python.exists() and subprocess.run(check, capture_output=True, check=False).returncode == 0:
-        return python
-    versions = Path.home() / ".pyenv" / "versions"
-    found = sorted(versions.glob("3.13*/bin/python")) + sorted(versions.glob("3.12*/bin/python"))
-    if not found:
-        raise RuntimeError(f"no Python 3.13 or 3.12 under {versions} for the peer venv")
-    if not python.exists():
-        subprocess.run([str(found[0]), "-m", "venv", str(venv)], check=True)
-    print(f"installing pymc, blackjax and jax into {venv} ...", flush=True)
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "pymc", "blackjax", "jax[cpu]"],
-                   check=True)
-    return python
 
 
 def stanflow_runs(name: str, particles: int, seeds: list[int]) -> dict[str, Any]:
@@ -200,7 +183,7 @@ def main() -> None:
     if args.quick:
         args.datasets, args.seeds, args.blackjax_seeds, args.particles = ["pima"], 2, 1, 500
     truth = json.loads(REFERENCE.read_text())["log_z_truth"]
-    python = ensure_peer_venv(args.peer_venv)
+    python = ensure_venv(args.peer_venv, ["pymc", "blackjax"], ["pymc", "blackjax", "jax[cpu]"])
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as folder:
         for name in args.datasets:
