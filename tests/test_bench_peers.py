@@ -8,11 +8,13 @@ need neither.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,21 +118,93 @@ def test_committed_quantreg_coverages_are_shares_with_their_error() -> None:
             assert method["se"] == pytest.approx((p * (1 - p) / datasets) ** 0.5)
 
 
-def test_committed_smc_errors_are_the_ones_the_docs_quote() -> None:
-    path = RESULTS / "smc_log_z.json"
+def section(heading: str) -> str:
+    """The text of the docs/benchmarks.md section under ``heading``, up to the next heading."""
+    text = DOC.read_text()
+    start = text.index(heading)
+    end = text.find("\n#", start + len(heading))
+    return text[start:] if end < 0 else text[start:end]
+
+
+def rows(text: str) -> dict[tuple[str, ...], list[str]]:
+    """Table rows: their text cells as the key, their numeric cells (``**`` stripped) as values."""
+    table = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or set(cells[0]) <= {"-", " "}:
+            continue
+        key = tuple(c for c in cells if not re.fullmatch(r"[-+]?[\d.]+|n/a", c))
+        if len(key) < len(cells):
+            table[key] = [c for c in cells if c not in key]
+    return table
+
+
+def shown(quoted: str, value: float | None) -> bool:
+    """Whether ``quoted`` is ``value`` at the precision it is written with (``n/a`` for None)."""
+    if value is None or quoted == "n/a":
+        return value is None and quoted == "n/a"
+    decimals = len(quoted.split(".")[1]) if "." in quoted else 0
+    return float(quoted) == round(value, decimals)
+
+
+def committed(name: str) -> dict[str, Any]:
+    path = RESULTS / f"{name}.json"
     if not path.exists():
         pytest.skip(f"{path.name} is not committed")
-    data = json.loads(path.read_text())
-    text = DOC.read_text()
+    return json.loads(path.read_text())
+
+
+SMC_ROWS = {"equal particles": "equal_particles", "equal CPU": "equal_cpu"}
+
+
+def test_every_number_of_the_smc_table_is_the_committed_one() -> None:
+    data = committed("smc_log_z")
+    text = section("### SMC log Z against PyMC and BlackJAX")
+    table = rows(text)
+    sides = {"stanflow": "stanflow", "PyMC": "pymc", "BlackJAX": "blackjax"}
+    checked = 0
+    for (data_name, comparison, side), cells in table.items():
+        result = data["datasets"][data_name.lower()]
+        cell = result[SMC_ROWS[comparison]][sides[side]]
+        values = [cell["particles"], cell["runs"], cell["median_abs_error"], cell["mean_error"],
+                  cell["median_cpu_seconds"]]
+        assert all(shown(q, v) for q, v in zip(cells, values, strict=True)), (data_name, side)
+        checked += 1
+    assert checked == 10
     for result in data["datasets"].values():
-        runs = result["runs"]
-        truth = result["reference_log_z"]
-        ours = sorted(abs(r["log_z"] - truth) for r in runs["stanflow"])
+        ours = sorted(abs(r["log_z"] - result["reference_log_z"]) for r in result["runs"]["stanflow"])
         middle = len(ours) // 2
         median = (ours[middle - 1] + ours[middle]) / 2 if len(ours) % 2 == 0 else ours[middle]
-        summary = result["equal_particles"]["stanflow"]
-        assert summary["median_abs_error"] == pytest.approx(median)
-        for comparison in ("equal_particles", "equal_cpu"):
-            for side, cell in result[comparison].items():
-                if isinstance(cell, dict):
-                    assert f"{cell['median_abs_error']:.3f}" in text, (comparison, side)
+        assert result["equal_particles"]["stanflow"]["median_abs_error"] == pytest.approx(median)
+    sonar, pima = data["datasets"]["sonar"], data["datasets"]["pima"]
+    ratio = (sonar["equal_particles"]["blackjax"]["median_cpu_seconds"]
+             / sonar["equal_particles"]["stanflow"]["median_cpu_seconds"])
+    assert f"{ratio:.1f}x more" in text
+    budget = (pima["equal_cpu"]["blackjax"]["median_cpu_seconds"]
+              / pima["equal_cpu"]["cpu_budget_seconds"])
+    assert f"take {budget:.1f}x the CPU" in text
+    per_temperature = [
+        round(np.mean([r["n_moves"] / r["n_stages"] for r in result["runs"]["stanflow"]]))
+        for result in (pima, sonar)
+    ]
+    assert f"about {per_temperature[0]} and {per_temperature[1]} moves per temperature" in text
+
+
+def test_every_number_of_the_bridgesampling_table_is_the_committed_one() -> None:
+    data = committed("bridgesampling_log_z")
+    text = section("### Marginal likelihood from posterior draws against bridgesampling")
+    names = {"bridgesampling, normal": "bridgesampling_normal",
+             "bridgesampling, warp3": "bridgesampling_warp3",
+             "stanflow `bridge_sampling`": "stanflow_bridge",
+             "stanflow `smc` (no draws)": "stanflow_smc_1000"}
+    table = rows(text)
+    for label, method in names.items():
+        summary = data["methods"][method]
+        values = [summary[k] for k in ("median_abs_error", "mean_error", "sd_error",
+                                       "median_estimated_error", "median_seconds")]
+        assert all(shown(q, v) for q, v in zip(table[(label,)], values, strict=True)), label
+    methods = data["methods"]
+    speed = (methods["bridgesampling_normal"]["median_seconds"]
+             / methods["stanflow_bridge"]["median_seconds"])
+    assert f"{speed:.1f}x faster" in text
+    assert f"{data['nuts_median_seconds']:.1f} s median" in text

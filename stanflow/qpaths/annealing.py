@@ -225,8 +225,8 @@ def _check_moves(n_moves: int | None) -> None:
 def _kernel_name(kernel: MoveKernel) -> str:
     """What moved the particles (of the last run).
 
-    ``"self-tuning (independence-rwm at 12, hmc at 9 temperatures)"``,
-    ``"rwm_moves"``, ``"StanMoves"``.
+    ``"self-tuning (<move> at <count>, ... temperatures)"``, ``"rwm_moves"``,
+    ``"StanMoves"``.
     """
     if isinstance(kernel, SelfTuningMoves):
         used = Counter(str(call["move"]) for call in kernel.history)
