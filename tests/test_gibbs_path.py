@@ -43,7 +43,8 @@ from stanflow.gibbs.gpc.reweighting import (
     resample_counts,
 )
 from stanflow.gibbs.path import LearningRatePath, PathTarget, cdf, gibbs_path, path_gpc, reweight
-from stanflow.gibbs.path.gpc_root import Evaluation, find_root, region_statistic
+from stanflow.gibbs.path.coverage import Evaluation, region_statistic
+from stanflow.gibbs.path.gpc_root import find_root
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.losses import Loss, get_loss, loss_function
 

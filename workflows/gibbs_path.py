@@ -98,7 +98,7 @@ def median_example(rng: np.random.Generator, n: int, replications: int) -> tuple
                               eps=0.0, max_steps=300).calibration
         idata = calibrate_path(
             program, estimate=[estimate], B=B, seed=r, omega_max=3.0,
-            n_particles=PARTICLES, n_moves=MOVES,
+            n_particles=PARTICLES, n_moves=MOVES, resamples="reweight",
             marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
         )
         c, path = arviz_compat.group(idata, "calibration"), arviz_compat.group(idata, "path")
@@ -164,7 +164,7 @@ def quantreg_example(
         fixed = calibrate_gpc(program, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
         idata = calibrate_path(
             program, estimate=beta, B=B, seed=r, omega_max=3.0,
-            n_particles=PARTICLES, n_moves=MOVES,
+            n_particles=PARTICLES, n_moves=MOVES, resamples="reweight",
             marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
         )
         c = idata.calibration

@@ -327,7 +327,7 @@ def rules_and_coverage(program: LossProgram, truth: np.ndarray, config: dict, *,
         max_steps=gpc["max_steps"]), "calibration")["omega"])
     result = calibrate_path(program, estimate=estimate.theta, B=config["B"], seed=seed,
                             rules=(), marks={"omega_1": 1.0, **rates},
-                            n_particles=config["particles"])
+                            n_particles=config["particles"], resamples="reweight")
     rates["path"] = float(arviz_compat.group(result, "calibration")["omega"])
     path = arviz_compat.group(result, "path")
     covered, ess = {}, {}

@@ -8,7 +8,9 @@
   (:func:`stanflow.gibbs.information.calibrate_holmes_walker`), marked on the path;
 - any other learning rates the caller marks (e.g. Robbins-Monro GPC's);
 - each rule's Gibbs posterior (mean and equal-tailed interval) from the same
-  particles (:func:`rules_on_path`), and the functionals against ``omega``.
+  particles (:func:`rules_on_path`), and the functionals against ``omega``;
+- with ``adjust="sandwich"``, all of it for the posteriors moved to the
+  sandwich's shape (:mod:`stanflow.gibbs.shape`), GPC's root included.
 """
 
 from __future__ import annotations
@@ -31,13 +33,40 @@ from stanflow.gibbs.path.read import (
 from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
+from stanflow.gibbs.shape import adjust_draws, sandwich_shape
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
+ADJUSTMENTS = ("none", "sandwich")
+"""``adjust``: the posteriors as they are, or moved to the sandwich's shape."""
+
+
+def program_shape(program: LossProgram, estimate: np.ndarray) -> np.ndarray:
+    """The sandwich ``H^-1 J H^-1`` of ``program`` at ``estimate``, on the parameters' scale.
+
+    ``H`` and ``J`` as :func:`~stanflow.gibbs.calibrate_plugin` finds them.
+
+    Raises
+    ------
+    ValueError
+        When they are on Stan's unconstrained scale (the program's parameters
+        have fewer values than unconstrained coordinates, or more).
+    """
+    group = arviz_compat.group(calibrate_plugin(program, estimate=estimate), "calibration")
+    if group.attrs.get("scale") == "unconstrained":
+        raise ValueError(
+            "adjust='sandwich' moves draws on the parameters' own scale, but this "
+            "program's H and J are on Stan's unconstrained scale (its parameters "
+            "have constrained shapes such as simplexes); use adjust='none'"
+        )
+    return sandwich_shape(group["sensitivity"].values, group["variability"].values)
 
 
 def rules_on_path(
-    path: xr.Dataset, omegas: Mapping[str, float], probs: Sequence[float] = (0.025, 0.975)
+    path: xr.Dataset,
+    omegas: Mapping[str, float],
+    probs: Sequence[float] = (0.025, 0.975),
+    shape: np.ndarray | None = None,
 ) -> xr.Dataset:
     """Each rule's Gibbs posterior read from the path's particles.
 
@@ -49,6 +78,9 @@ def rules_on_path(
         Rule name -> learning rate.
     probs : sequence of two floats, default (0.025, 0.975)
         The interval's ends.
+    shape : array_like, shape (K, K), optional
+        Read the intervals from the draws moved to this shape
+        (:func:`stanflow.gibbs.shape.adjust_draws`); the means do not move.
 
     Returns
     -------
@@ -64,8 +96,9 @@ def rules_on_path(
     for j, name in enumerate(names):
         r = reweight(path, float(omegas[name]))
         mean[j] = r.weights @ r.theta
+        theta = r.theta if shape is None or K == 1 else adjust_draws(r.theta, shape, r.weights)
         for p in range(K):
-            interval[j, :, p] = weighted_quantile(r.theta[:, p], r.weights, np.asarray(probs))
+            interval[j, :, p] = weighted_quantile(theta[:, p], r.weights, np.asarray(probs))
         ess[j] = r.ess
     return xr.Dataset(
         {
@@ -95,6 +128,8 @@ def calibrate_path(
     moves: str = "rwm",
     proposal_scale: float = 0.25,
     xtol: float = 1e-3,
+    adjust: str = "none",
+    resamples: str = "auto",
 ) -> Results:
     """Calibrate ``omega`` on one path: GPC by root finding, plug-in, Holmes-Walker.
 
@@ -104,9 +139,12 @@ def calibrate_path(
         Any loss program (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`).
     estimate : array_like, shape (P,), optional
         The full-data estimate; default :meth:`LossProgram.estimate`.
-    B, alpha, omega0, seed, proposal_scale, xtol
+    B, alpha, omega0, seed, proposal_scale, xtol, resamples
         GPC (:func:`~stanflow.gibbs.path.gpc_root.path_gpc`): the same resamples as
-        :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``.
+        :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``;
+        ``resamples`` says how each resample's posterior is read (by default
+        particles are moved to the resamples when reweighting the path would
+        leave too few effective).
     rules : sequence of {"plugin", "holmes_walker"}, default both
         Rules computed from the data and marked on the path.
     marks : mapping of str to float, optional
@@ -116,18 +154,30 @@ def calibrate_path(
         range); default the largest marked ``omega`` and ``omega0``.
     n_particles, n_moves, target_ess, moves
         The sampler (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``).
+    adjust : {"none", "sandwich"}, default "none"
+        ``"sandwich"``: the shape fix (:mod:`stanflow.gibbs.shape`). Every
+        posterior is moved to the shape of the plug-in's sandwich ``H^-1 J
+        H^-1`` (``H`` and ``J`` at the estimate, as
+        :func:`~stanflow.gibbs.calibrate_plugin` finds them) before GPC counts
+        its regions and before the rules' intervals are read, so that each
+        coefficient's interval, not only the joint region, covers at its
+        level. The identity for one parameter; needs ``H`` and ``J`` on the
+        parameters' own scale.
 
     Returns
     -------
     Results
         ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
         ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
-        rules are ``gpc_path``, then ``rules``, then ``marks``), ``path``,
-        ``path_functionals`` and the program's data groups.
+        rules are ``gpc_path``, then ``rules``, then ``marks``; with
+        ``adjust="sandwich"`` also ``shape``, dims ``param``, ``param2``),
+        ``path``, ``path_functionals`` and the program's data groups.
     """
     unknown = sorted(set(rules) - set(RULES))
     if unknown:
         raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
+    if adjust not in ADJUSTMENTS:
+        raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
     if omega_max is not None:
         omega_max = check_omega_max(omega_max)
     marks = dict(marks or {})
@@ -139,9 +189,10 @@ def calibrate_path(
         moves=moves, seed=seed,
     )
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
+    shape = None if adjust == "none" else program_shape(program, found.theta)
     group = path_gpc(
         path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
-        proposal_scale=proposal_scale, xtol=xtol,
+        proposal_scale=proposal_scale, xtol=xtol, shape=shape, resamples=resamples,
     )
     omegas = {"gpc_path": float(group["omega"])}
     computed = {"plugin": calibrate_plugin, "holmes_walker": calibrate_holmes_walker}
@@ -151,6 +202,11 @@ def calibrate_path(
     omegas.update(marks)
     path.extend(max([*omegas.values(), float(omega0), omega_max or 0.0]))
     path_group = path.to_dataset()
-    group = xr.merge([group, rules_on_path(path_group, omegas)], combine_attrs="override")
+    group = xr.merge([group, rules_on_path(path_group, omegas, shape=shape)],
+                     combine_attrs="override")
+    if shape is not None:
+        group["shape"] = (("param", "param2"), shape)
+        group = group.assign_coords(param2=group["param"].values)
+    group.attrs["adjust"] = adjust
     table = functionals(path_group, default_omegas(path_group))
     return to_inference_data(path_group, table, program, calibration=group)

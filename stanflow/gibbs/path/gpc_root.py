@@ -41,20 +41,17 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
-from scipy.special import ndtr
-from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
-from stanflow.gibbs.gpc.reweighting import resample_counts
-from stanflow.gibbs.path.read import log_level_density
+from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, PathCoverage
 from stanflow.gibbs.path.sweep import LearningRatePath
-
-_BLAS = ThreadpoolController()
+from stanflow.gibbs.path.transport import TransportCoverage
+from stanflow.gibbs.shape import check_shape
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
@@ -62,229 +59,10 @@ SLOPE_SPREADS = (1.1, 1.25, 1.5)
 """When the search never went :data:`MARGIN` resamples from the target on
 both sides, the count is evaluated at ``root / f`` and ``root * f`` for these
 ``f`` in turn until it has, for the slope."""
-ROWS = 16
-"""Resamples per block of the weight kernel (the block stays in cache)."""
-LOW_ESS = 100
-"""Below this effective sample size a resample's region is counted as unreliable."""
-WIDEST = 0.5
-"""Proposals come from schedule points at or below this fraction of ``omega``."""
-
-
-class Evaluation(NamedTuple):
-    """The bootstrap coverage at one ``omega``.
-
-    Attributes
-    ----------
-    omega : float
-    count : int
-        Resamples whose region holds the estimate.
-    count_variance : float
-        Monte Carlo variance of ``count``, ``sum pi_b (1 - pi_b)``.
-    ess_min, ess_median : float
-        Kish effective sample sizes of the resamples' weights.
-    low_ess : int
-        Resamples whose weights have an effective sample size below
-        :data:`LOW_ESS` (their regions are unreliable).
-    step : int
-        The path's schedule point the weights start from.
-    """
-
-    omega: float
-    # The field's name shadows tuple.count on purpose: it is the count this records.
-    count: int  # type: ignore[assignment]
-    count_variance: float
-    ess_min: float
-    ess_median: float
-    low_ess: int
-    step: int
-
-
-def region_statistic(
-    draws: np.ndarray,
-    resample_loss: np.ndarray,
-    log_base: np.ndarray,
-    omega: float,
-    estimate: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each resample's statistic for its region at ``omega``, and its effective size.
-
-    The weights are ``log w_bs = -omega resample_loss_bs + log_base_s``. The
-    ``(B, S)`` work runs on blocks of :data:`ROWS` resamples in float32 (the
-    losses centred per row and the draws at the estimate first, so that
-    rounding is relative to their spread, not their size; sums in float64).
-
-    Parameters
-    ----------
-    draws : ndarray, shape (S, K)
-        Particles shared by all resamples.
-    resample_loss : ndarray, shape (B, S)
-        ``c_b . l(theta_s)``, each resample's total loss at each particle.
-    log_base : ndarray, shape (S,)
-        The part of the log weights common to all resamples.
-    omega : float
-    estimate : ndarray, shape (K,)
-
-    Returns
-    -------
-    statistic : ndarray, shape (B,)
-        ``K = 1``: the weighted CDF at the estimate. ``K > 1``: the weight of
-        draws strictly closer than the estimate to the weighted mean, in the
-        weighted covariance's Mahalanobis distance.
-    ess : ndarray, shape (B,)
-        ``(sum w)^2 / sum w^2`` per resample.
-    """
-    B, S = resample_loss.shape
-    K = draws.shape[1]
-    centred = draws - estimate
-    if K == 1:
-        features = (centred <= 0).astype(np.float32)
-    else:
-        outer = (centred[:, :, None] * centred[:, None, :]).reshape(S, K * K)
-        features = np.concatenate([centred, outer], axis=1).astype(np.float32)
-    base = (log_base - log_base.max()).astype(np.float32)
-    statistic, ess = np.empty(B), np.empty(B)
-    buffer = np.empty((ROWS, S), np.float32)
-    closer = np.empty((ROWS, S), np.float32)
-    for start in range(0, B, ROWS):
-        block = slice(start, min(start + ROWS, B))
-        rows = resample_loss[block]
-        w = buffer[: rows.shape[0]]
-        np.multiply(rows - rows.min(axis=1, keepdims=True), -omega, out=w, casting="same_kind")
-        w += base
-        w -= w.max(axis=1, keepdims=True)
-        np.exp(w, out=w)
-        total = w.sum(axis=1, dtype=np.float64)
-        ess[block] = total**2 / np.einsum("bs,bs->b", w, w, dtype=np.float64)
-        moments = (w @ features).astype(np.float64) / total[:, None]
-        if K == 1:
-            statistic[block] = moments[:, 0]
-            continue
-        mean = moments[:, :K]
-        cov = moments[:, K:].reshape(-1, K, K) - mean[:, :, None] * mean[:, None, :]
-        inverse = np.linalg.inv(cov)
-        linear = np.einsum("bkl,bl->bk", inverse, mean)
-        # With the estimate at x = 0, a draw x is strictly closer to the mean
-        # than the estimate when x' C^-1 x - 2 (C^-1 m)' x < 0.
-        coef = np.concatenate([-2 * linear, inverse.reshape(-1, K * K)], axis=1)
-        mask = closer[: rows.shape[0]]
-        np.less(coef.astype(np.float32) @ features.T, 0.0, out=mask)
-        statistic[block] = np.einsum("bs,bs->b", w, mask, dtype=np.float64) / total
-    return statistic, ess
-
-
-def inside_and_flip(
-    statistic: np.ndarray, ess: np.ndarray, alpha: float, scalar: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """Whether each region holds the estimate, and the probability that Monte
-    Carlo error put it on the wrong side.
-
-    Returns
-    -------
-    inside : ndarray of bool, shape (B,)
-    flip : ndarray, shape (B,)
-        ``Phi(-|statistic - p| / sqrt(p (1 - p) / ess))`` for the nearest
-        threshold ``p`` (``alpha/2`` or ``1 - alpha/2`` for a scalar,
-        ``1 - alpha`` for a vector).
-    """
-    if scalar:
-        inside = (statistic >= alpha / 2) & (statistic <= 1 - alpha / 2)
-        p = np.where(statistic < 0.5, alpha / 2, 1 - alpha / 2)
-    else:
-        inside = statistic <= 1 - alpha
-        p = np.full(statistic.shape, 1 - alpha)
-    se = np.sqrt(p * (1 - p) / ess)
-    return inside, ndtr(-np.abs(statistic - p) / se)
-
-
-class PathCoverage:
-    """``omega -> Evaluation``: the bootstrap coverage from one reweighted path.
-
-    Parameters
-    ----------
-    path : LearningRatePath
-        Extended on demand (a geometric path) when ``proposal_scale * omega``
-        lies beyond its end.
-    indices : ndarray of int, shape (B, n)
-        The bootstrap resamples (:func:`stanflow.gibbs.gpc.bootstrap_indices`).
-    estimate : ndarray, shape (K,)
-        The full-data estimate.
-    alpha : float
-    proposal_scale : float
-        Resamples at ``omega`` are read from the schedule point nearest
-        ``proposal_scale * omega`` (:func:`proposal_step`).
-    """
-
-    def __init__(
-        self,
-        path: LearningRatePath,
-        indices: np.ndarray,
-        estimate: np.ndarray,
-        alpha: float,
-        proposal_scale: float,
-    ) -> None:
-        if path.target.weights is not None:
-            raise ValueError(
-                "path: GPC's bootstrap resamples the data itself, so it needs a path of "
-                "the unweighted data (weights all 1)"
-            )
-        self.path = path
-        self.counts = resample_counts(indices, path.target.n)
-        self.estimate = np.asarray(estimate, dtype=float)
-        self.alpha = alpha
-        self.proposal_scale = proposal_scale
-        self._resample_losses: dict[int, np.ndarray] = {}
-        self._theta: dict[int, np.ndarray] = {}
-
-    def __call__(self, omega: float) -> Evaluation:
-        reference = self.proposal_scale * omega
-        if self.path.end is None or reference > self.path.end:
-            self.path.extend(reference)
-        assert self.path.end is not None  # extend set it
-        k = proposal_step(self.path.omegas, omega, reference)
-        level = self.path.levels[k]
-        g = log_level_density(level.loss, level.omega, self.path.end, self.path.q)
-        with _BLAS.limit(limits=1, user_api="blas"):
-            if k not in self._resample_losses:
-                pointwise = self.path.target.pointwise_loss(level.z)
-                self._resample_losses[k] = self.counts @ pointwise.T
-                self._theta[k] = self.path.target.theta(level.z)
-            statistic, ess = region_statistic(
-                self._theta[k], self._resample_losses[k], -g, omega, self.estimate
-            )
-        scalar = len(self.path.target.names) == 1
-        inside, flip = inside_and_flip(statistic, ess, self.alpha, scalar)
-        return Evaluation(
-            omega=float(omega),
-            count=int(inside.sum()),
-            count_variance=float(np.sum(flip * (1 - flip))),
-            ess_min=float(ess.min()),
-            ess_median=float(np.median(ess)),
-            low_ess=int(np.sum(ess < LOW_ESS)),
-            step=k,
-        )
-
-
-def proposal_step(omegas: np.ndarray, omega: float, reference: float) -> int:
-    """The schedule point nearest ``reference`` in ``log omega`` among those at
-    or below ``WIDEST * omega`` (the prior, step 0, when none is).
-
-    Parameters
-    ----------
-    omegas : ndarray, shape (L,)
-        The schedule, increasing from 0.
-    omega : float
-        The target learning rate.
-    reference : float
-        The wanted proposal rate, ``proposal_scale * omega``.
-
-    Returns
-    -------
-    int
-    """
-    candidates = np.flatnonzero((omegas > 0) & (omegas <= max(WIDEST * omega, reference)))
-    if candidates.size == 0:
-        return 0
-    return int(candidates[np.argmin(np.abs(np.log(omegas[candidates] / reference)))])
+RESAMPLES = ("auto", "reweight", "transport")
+AUTO_LOW_ESS_SHARE = 0.05
+"""``resamples="auto"`` moves particles to the resamples when more than this
+share of them would be read from fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws."""
 
 
 def find_root(
@@ -389,6 +167,8 @@ def path_gpc(
     proposal_scale: float = 0.25,
     xtol: float = 1e-3,
     max_evaluations: int = 40,
+    shape: np.ndarray | None = None,
+    resamples: str = "auto",
 ) -> xr.Dataset:
     """GPC's learning rate as the root of the bootstrap coverage on a path.
 
@@ -411,6 +191,19 @@ def path_gpc(
         Relative width of the final bracket.
     max_evaluations : int, default 40
         Coverage evaluations at most.
+    shape : array_like, shape (K, K), optional
+        Calibrate the posteriors moved to this shape (the sandwich ``H^-1 J
+        H^-1``, :mod:`stanflow.gibbs.shape`); default as they are. Ignored for
+        one parameter, where the fix is the identity.
+    resamples : {"auto", "reweight", "transport"}, default "auto"
+        How each resample's posterior is read: ``"reweight"``, the path's
+        particles reweighted (:class:`~stanflow.gibbs.path.coverage.PathCoverage`:
+        cheap, healthy for a few parameters); ``"transport"``, particles moved
+        to each resample (:class:`~stanflow.gibbs.path.transport.TransportCoverage`:
+        healthy at tens of parameters, ``B`` times the in-process evaluations);
+        ``"auto"``, reweighting unless more than :data:`AUTO_LOW_ESS_SHARE` of
+        the resamples have fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS`
+        effective draws at ``omega0``.
 
     Returns
     -------
@@ -421,19 +214,25 @@ def path_gpc(
         ``omega``), ``converged``, ``evaluations``, ``estimate`` (dim ``param``), per
         evaluation (dim ``evaluation``) ``omega_path``, ``coverage_path``,
         ``ess_min``, ``ess_median``, ``proposal_omega``; ``low_ess_share``
-        (the share of resamples read from fewer than :data:`LOW_ESS` effective
+        (the share of resamples read from fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective
         particles at the root: with many parameters the one path no longer
         serves the resamples, and the root means nothing); ``wall_time``
-        (seconds). Attributes: method, B, alpha, omega0, seed, ...
+        (seconds); with ``"transport"``, ``resample_moves`` (resamples moved,
+        counted once per ``omega`` they were moved at) and ``acceptance``
+        (of the independent Metropolis-Hastings steps). Attributes: method,
+        ``resamples`` (the design used), B, alpha, omega0, seed, ...
     """
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
     estimate = np.atleast_1d(np.asarray(estimate, dtype=float))
     size = len(path.target.names)
     if estimate.shape != (size,) or not np.all(np.isfinite(estimate)):
         raise ValueError(f"estimate must be finite with {size} value(s), got {estimate!r}")
+    if shape is not None:
+        shape = check_shape(shape, size)
     start = time.perf_counter()
     indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
-    coverage = PathCoverage(path, indices, estimate, alpha, proposal_scale)
+    coverage = choose_coverage(
+        resamples, path, indices, estimate, alpha, proposal_scale, shape, seed, omega0)
     target = (1 - alpha) * B
     root, history, done = find_root(
         coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
@@ -446,6 +245,15 @@ def path_gpc(
         history += [coverage(root / spread), coverage(root * spread)]
         slope = count_slope(root, history, target)
     se = math.sqrt(at_root.count_variance + 1 / 12) / abs(slope)
+    if at_root.low_ess:
+        hint = ("" if isinstance(coverage, TransportCoverage)
+                else "; resamples='transport' moves particles to each resample")
+        warnings.warn(
+            f"GPC: {at_root.low_ess} of {B} resamples' posteriors at the root were read from "
+            f"fewer than {LOW_ESS} effective draws: their regions' verdicts are uncertain "
+            f"(counted in omega_se; low_ess_share reports them){hint}",
+            RuntimeWarning, stacklevel=2,
+        )
     wall = time.perf_counter() - start
     return xr.Dataset(
         {
@@ -462,6 +270,7 @@ def path_gpc(
             "ess_min": (("evaluation",), np.array([e.ess_min for e in history])),
             "ess_median": (("evaluation",), np.array([e.ess_median for e in history])),
             "low_ess_share": ((), at_root.low_ess / B),
+            **_transport_record(coverage),
             "proposal_omega": (("evaluation",), path.omegas[[e.step for e in history]]),
             "wall_time": ((), wall),
         },
@@ -479,8 +288,38 @@ def path_gpc(
             "xtol": xtol,
             "region": "equal-tailed interval" if size == 1
             else "weighted Mahalanobis ellipsoid",
+            "adjust": "sandwich" if shape is not None and size > 1 else "none",
+            "resamples": "transport" if isinstance(coverage, TransportCoverage) else "reweight",
         },
     )
+
+
+def choose_coverage(
+    resamples: str,
+    path: LearningRatePath,
+    indices: np.ndarray,
+    estimate: np.ndarray,
+    alpha: float,
+    proposal_scale: float,
+    shape: np.ndarray | None,
+    seed: int,
+    omega0: float,
+) -> PathCoverage | TransportCoverage:
+    """The coverage function of the ``resamples`` design (:func:`path_gpc`)."""
+    if resamples not in RESAMPLES:
+        raise ValueError(f"resamples must be one of {RESAMPLES}, got {resamples!r}")
+    if resamples != "transport":
+        reweighted = PathCoverage(path, indices, estimate, alpha, proposal_scale, shape)
+        if resamples == "reweight" or reweighted(omega0).low_ess <= AUTO_LOW_ESS_SHARE * len(
+                indices):
+            return reweighted
+    return TransportCoverage(path, indices, estimate, alpha, shape=shape, seed=seed)
+
+
+def _transport_record(coverage: PathCoverage | TransportCoverage) -> dict[str, tuple]:
+    if not isinstance(coverage, TransportCoverage):
+        return {}
+    return {"resample_moves": ((), coverage.moves), "acceptance": ((), coverage.acceptance)}
 
 
 def _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations) -> None:

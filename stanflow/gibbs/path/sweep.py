@@ -50,8 +50,9 @@ from stanflow.qpaths.kernels import (
     next_beta,
     rwm_moves,
 )
+from stanflow.qpaths.self_tuning import SelfTuningMoves
 
-MOVES = ("rwm", "nuts")
+MOVES = ("rwm", "nuts", "auto")
 MIN_PARTICLES_PER_PARAMETER = 50
 """The random-walk proposal is the particles' covariance, the schedule keeps
 half of them effective, and the calibration's regions are weighted covariances:
@@ -129,7 +130,7 @@ def advance(
     *,
     omega_max: float,
     q: float,
-    n_moves: int,
+    n_moves: int | None,
     resampling: str,
     moves: MoveKernel,
 ) -> PathLevel:
@@ -145,7 +146,8 @@ def advance(
     target : PathTarget
     omega_max, q : float
         The path's end and its ``q``.
-    n_moves : int
+    n_moves : int or None
+        None: as many as the kernel finds needed (self-tuning moves).
     resampling : {"systematic", "multinomial"}
     moves : callable
         A :data:`stanflow.qpaths.kernels.MoveKernel` targeting ``pi_{beta,q}``
@@ -191,14 +193,20 @@ class LearningRatePath:
     n_particles : int, default 2000
         At least :data:`MIN_PARTICLES_PER_PARAMETER` per parameter.
     n_moves : int, default 5
-        Moves per schedule point.
+        Moves per schedule point; with ``moves="auto"`` the most per point.
     target_ess : float, default 0.5
         The schedule keeps this fraction of ``N`` effective per step, in (0, 1).
     resampling : {"systematic", "multinomial"}, default "systematic"
-    moves : {"rwm", "nuts"}, default "rwm"
-        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`)
-        or NUTS through the program's executable and the run layer
-        (:class:`stanflow.gibbs.path.moves.NutsMoves`, ``q = 1`` only).
+    moves : {"rwm", "nuts", "auto"}, default "rwm"
+        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`),
+        NUTS through the program's executable and the run layer
+        (:class:`stanflow.gibbs.path.moves.NutsMoves`, ``q = 1`` only), or
+        self-tuning moves (:class:`stanflow.qpaths.self_tuning.SelfTuningMoves`:
+        independence proposals from the particles' Gaussian where they are
+        accepted, else an adapted random walk, as many per point as the
+        particles need to decorrelate, at most ``n_moves``): with tens of
+        parameters a few random-walk moves leave the particles where their
+        ancestors were.
     seed : int, optional
     max_steps : int, default 1000
         Give up (``RuntimeError``) after this many schedule points.
@@ -247,6 +255,7 @@ class LearningRatePath:
         self.moves_name = moves
         self.seed = seed
         self.rng = np.random.default_rng(seed)
+        self._tuned = SelfTuningMoves(max_moves=self.n_moves) if moves == "auto" else None
         self.levels: list[PathLevel] = []
         self.end: float | None = None
 
@@ -290,7 +299,8 @@ class LearningRatePath:
                 omega = next_omega(level, omega_max, self.q, self.target_ess)
                 self.levels.append(advance(
                     self.rng, level, omega, self.target, omega_max=omega_max, q=self.q,
-                    n_moves=self.n_moves, resampling=self.resampling, moves=moves,
+                    n_moves=None if self._tuned is not None else self.n_moves,
+                    resampling=self.resampling, moves=moves,
                 ))
         self.end = omega_max
         return self
@@ -342,6 +352,8 @@ class LearningRatePath:
         )
 
     def _moves(self, omega_max: float) -> MoveKernel:
+        if self._tuned is not None:
+            return self._tuned
         if self.moves_name == "rwm":
             return rwm_moves
         return NutsMoves(self.target, omega_max)
