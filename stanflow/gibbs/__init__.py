@@ -23,7 +23,11 @@ Everything here takes one object, a loss program bound to its data:
 - the learning-rate path (the subpackage :mod:`~stanflow.gibbs.path`): every
   Gibbs posterior from ``omega = 0`` to ``omega_max`` in one SMC sweep
   (:func:`gibbs_path`), and :func:`calibrate_path`: GPC by root finding,
-  plug-in and Holmes-Walker on it;
+  plug-in and Holmes-Walker on it, for many coefficients with particles
+  moved to every resample (:mod:`~stanflow.gibbs.path.transport`);
+- the shape fix (:mod:`~stanflow.gibbs.shape`): draws moved to the sandwich's
+  shape (:func:`adjust_draws`, :func:`sandwich_shape`; ``calibrate_path(...,
+  adjust="sandwich")``);
 - exact posteriors of a scalar parameter on a grid (:mod:`~stanflow.gibbs.grid`).
 
 See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
@@ -39,6 +43,7 @@ from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.safebayes import calibrate_safebayes, calibrate_safebayes_conjugate
 from stanflow.gibbs.safebayes_averaging import calibrate_safebayes_averaged
 from stanflow.gibbs.sampling import posterior
+from stanflow.gibbs.shape import adjust_draws, sandwich_shape
 from stanflow.gibbs.templates import TemplateProgram, linear_program, location_program
 
 __all__ = [
@@ -50,6 +55,7 @@ __all__ = [
     "Prior",
     "StanBackend",
     "TemplateProgram",
+    "adjust_draws",
     "calibrate_gpc",
     "calibrate_holmes_walker",
     "calibrate_path",
@@ -63,4 +69,5 @@ __all__ = [
     "location_program",
     "log_prior_on_grid",
     "posterior",
+    "sandwich_shape",
 ]
