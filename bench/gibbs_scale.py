@@ -42,7 +42,7 @@ from stanflow.gibbs import calibrate_path, linear_program, posterior
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path import LearningRatePath
-from stanflow.gibbs.path.coverage import region_statistic_per_resample
+from stanflow.gibbs.path.coverage import BootstrapProblem, region_statistic_per_resample
 from stanflow.gibbs.path.gpc_root import find_root
 from stanflow.gibbs.path.transport import TransportCoverage
 
@@ -136,7 +136,8 @@ def against_resample_design(sizes: list[tuple[int, int]]) -> list[dict]:
         program = program_for(K, n)
         estimate = program.estimate().theta
         path = LearningRatePath(program, n_particles=4000, n_moves=3, seed=1)
-        coverage = TransportCoverage(path, coverage_indices(program), estimate, 0.05, seed=1)
+        problem = BootstrapProblem(path, coverage_indices(program), estimate, 0.05)
+        coverage = TransportCoverage(problem, seed=1)
         start = time.perf_counter()
         root, history, done = find_root(coverage, 1.0, 0.95 * B, xtol=1e-3, max_evaluations=40)
         wall = time.perf_counter() - start

@@ -29,6 +29,7 @@ PUBLIC = {
     "path.sweep": ["LearningRatePath", "gibbs_path"],
     "priors": ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"],
     "sampling": ["posterior"],
+    "shape": ["adjust_draws", "sandwich_shape"],
 }
 SUBPACKAGES = ("gpc", "path")
 GIBBS = Path(gibbs_package.__file__).parent

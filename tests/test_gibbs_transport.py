@@ -21,7 +21,12 @@ from stanflow.gibbs import GridBackend, calibrate_gpc, linear_program, location_
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path import LearningRatePath, path_gpc
-from stanflow.gibbs.path.coverage import LOW_ESS, region_statistic_per_resample
+from stanflow.gibbs.path.coverage import (
+    LOW_ESS,
+    BootstrapProblem,
+    PathCoverage,
+    region_statistic_per_resample,
+)
 from stanflow.gibbs.path.resamples import prior_and_resample_loss
 from stanflow.gibbs.path.transport import TransportCoverage
 from stanflow.gibbs.plugin import location_estimate
@@ -102,7 +107,8 @@ def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan)
     estimate = program.estimate().theta
     path = LearningRatePath(program, n_particles=2000, n_moves=3, seed=1)
     indices = bootstrap_indices(n, B, np.random.SeedSequence(1))
-    coverage = TransportCoverage(path, indices, estimate, 0.05, seed=2)
+    problem = BootstrapProblem(path, indices, estimate, 0.05)
+    coverage = TransportCoverage(problem, seed=2)
     found = coverage(omega)
     assert found.low_ess == 0 and found.ess_min >= LOW_ESS
     placed = coverage.placement
@@ -124,9 +130,7 @@ def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan)
     assert abs(z.mean()) < 3 * 1.5 / math.sqrt(B) + 0.3, z
     assert 0.5 < z.std() < 2.0, z
     assert abs(found.count - nuts_inside) <= 3 * math.sqrt(found.count_variance + 1) + 1
-    from stanflow.gibbs.path.coverage import PathCoverage
-
-    reweighted = PathCoverage(path, indices, estimate, 0.05, 0.25)(omega)
+    reweighted = PathCoverage(problem, 0.25)(omega)
     assert reweighted.low_ess > found.low_ess
 
 
@@ -152,9 +156,12 @@ def test_bad_input_is_named():
     program = location_program(y, bounds=(-5, 5))
     path = LearningRatePath(program, n_particles=1000, seed=0)
     indices = bootstrap_indices(30, 10, np.random.SeedSequence(0))
+    problem = BootstrapProblem(path, indices, np.array([0.0]), 0.05)
     with pytest.raises(ValueError, match="draws must be an int >= 10"):
-        TransportCoverage(path, indices, np.array([0.0]), 0.05, draws=5)
+        TransportCoverage(problem, draws=5)
     with pytest.raises(ValueError, match="target_ess must be in"):
-        TransportCoverage(path, indices, np.array([0.0]), 0.05, target_ess=1.5)
+        TransportCoverage(problem, target_ess=1.5)
+    with pytest.raises(ValueError, match="estimate must be finite with 1 value"):
+        TransportCoverage(problem._replace(estimate=np.array([0.0, 1.0])))
     with pytest.raises(ValueError, match="resamples must be one of"):
         path_gpc(path, [0.0], resamples="bootstrap")

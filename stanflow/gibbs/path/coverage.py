@@ -177,46 +177,65 @@ def inside_and_flip(
     return inside, ndtr(-np.abs(statistic - p) / se)
 
 
-class PathCoverage:
-    """``omega -> Evaluation``: the bootstrap coverage from one reweighted path.
+class BootstrapProblem(NamedTuple):
+    """GPC's question on a path: which resamples' regions hold the estimate, at any ``omega``.
 
-    Parameters
+    Attributes
     ----------
     path : LearningRatePath
-        Extended on demand (a geometric path) when ``proposal_scale * omega``
-        lies beyond its end.
+        The full data's path (unweighted), extended on demand.
     indices : ndarray of int, shape (B, n)
         The bootstrap resamples (:func:`stanflow.gibbs.gpc.bootstrap_indices`).
     estimate : ndarray, shape (K,)
         The full-data estimate.
     alpha : float
-    proposal_scale : float
-        Resamples at ``omega`` are read from the schedule point nearest
-        ``proposal_scale * omega`` (:func:`proposal_step`).
-    shape : ndarray, shape (K, K), optional
-        Regions of the posteriors moved to this shape (:func:`region_statistic`).
+        Regions of level ``1 - alpha``.
+    shape : ndarray, shape (K, K) or None
+        The shape fix's target (:mod:`stanflow.gibbs.shape`), or None.
     """
 
-    def __init__(
-        self,
-        path: LearningRatePath,
-        indices: np.ndarray,
-        estimate: np.ndarray,
-        alpha: float,
-        proposal_scale: float,
-        shape: np.ndarray | None = None,
-    ) -> None:
-        if path.target.weights is not None:
+    path: LearningRatePath
+    indices: np.ndarray
+    estimate: np.ndarray
+    alpha: float
+    shape: np.ndarray | None = None
+
+    def checked(self) -> BootstrapProblem:
+        """The problem with its arrays as floats, or a ``ValueError`` naming the field."""
+        if self.path.target.weights is not None:
             raise ValueError(
                 "path: GPC's bootstrap resamples the data itself, so it needs a path of "
                 "the unweighted data (weights all 1)"
             )
-        self.path = path
-        self.counts = resample_counts(indices, path.target.n)
-        self.estimate = np.asarray(estimate, dtype=float)
-        self.alpha = alpha
+        K = len(self.path.target.names)
+        estimate = np.atleast_1d(np.asarray(self.estimate, dtype=float))
+        if estimate.shape != (K,) or not np.all(np.isfinite(estimate)):
+            raise ValueError(f"estimate must be finite with {K} value(s), got {self.estimate!r}")
+        shape = None if self.shape is None or K == 1 else check_shape(self.shape, K)
+        return self._replace(estimate=estimate, shape=shape)
+
+
+class PathCoverage:
+    """``omega -> Evaluation``: the bootstrap coverage from one reweighted path.
+
+    Parameters
+    ----------
+    problem : BootstrapProblem
+        Its path is extended on demand (a geometric path) when
+        ``proposal_scale * omega`` lies beyond its end.
+    proposal_scale : float
+        Resamples at ``omega`` are read from the schedule point nearest
+        ``proposal_scale * omega`` (:func:`proposal_step`).
+    """
+
+    def __init__(self, problem: BootstrapProblem, proposal_scale: float) -> None:
+        problem = problem.checked()
+        self.path = problem.path
+        self.counts = resample_counts(problem.indices, self.path.target.n)
+        self.estimate = problem.estimate
+        self.alpha = problem.alpha
         self.proposal_scale = proposal_scale
-        self.shape = shape
+        self.shape = problem.shape
         self._resample_losses: dict[int, np.ndarray] = {}
         self._theta: dict[int, np.ndarray] = {}
 

@@ -48,10 +48,9 @@ import numpy as np
 import xarray as xr
 
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
-from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, PathCoverage
+from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, PathCoverage
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.path.transport import TransportCoverage
-from stanflow.gibbs.shape import check_shape
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
@@ -223,16 +222,13 @@ def path_gpc(
         ``resamples`` (the design used), B, alpha, omega0, seed, ...
     """
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
-    estimate = np.atleast_1d(np.asarray(estimate, dtype=float))
-    size = len(path.target.names)
-    if estimate.shape != (size,) or not np.all(np.isfinite(estimate)):
-        raise ValueError(f"estimate must be finite with {size} value(s), got {estimate!r}")
-    if shape is not None:
-        shape = check_shape(shape, size)
+    if resamples not in RESAMPLES:
+        raise ValueError(f"resamples must be one of {RESAMPLES}, got {resamples!r}")
     start = time.perf_counter()
     indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
-    coverage = choose_coverage(
-        resamples, path, indices, estimate, alpha, proposal_scale, shape, seed, omega0)
+    problem = BootstrapProblem(path, indices, estimate, alpha, shape).checked()
+    size = len(problem.estimate)
+    coverage = choose_coverage(resamples, problem, proposal_scale, seed, omega0)
     target = (1 - alpha) * B
     root, history, done = find_root(
         coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
@@ -264,7 +260,7 @@ def path_gpc(
             "converged": ((), done),
             "evaluations": ((), len(history)),
             "coverage": ((), at_root.count / B),
-            "estimate": (("param",), estimate),
+            "estimate": (("param",), problem.estimate),
             "omega_path": (("evaluation",), np.array([e.omega for e in history])),
             "coverage_path": (("evaluation",), np.array([e.count / B for e in history])),
             "ess_min": (("evaluation",), np.array([e.ess_min for e in history])),
@@ -288,32 +284,22 @@ def path_gpc(
             "xtol": xtol,
             "region": "equal-tailed interval" if size == 1
             else "weighted Mahalanobis ellipsoid",
-            "adjust": "sandwich" if shape is not None and size > 1 else "none",
+            "adjust": "sandwich" if problem.shape is not None else "none",
             "resamples": "transport" if isinstance(coverage, TransportCoverage) else "reweight",
         },
     )
 
 
 def choose_coverage(
-    resamples: str,
-    path: LearningRatePath,
-    indices: np.ndarray,
-    estimate: np.ndarray,
-    alpha: float,
-    proposal_scale: float,
-    shape: np.ndarray | None,
-    seed: int,
-    omega0: float,
+    resamples: str, problem: BootstrapProblem, proposal_scale: float, seed: int, omega0: float
 ) -> PathCoverage | TransportCoverage:
     """The coverage function of the ``resamples`` design (:func:`path_gpc`)."""
-    if resamples not in RESAMPLES:
-        raise ValueError(f"resamples must be one of {RESAMPLES}, got {resamples!r}")
     if resamples != "transport":
-        reweighted = PathCoverage(path, indices, estimate, alpha, proposal_scale, shape)
+        reweighted = PathCoverage(problem, proposal_scale)
         if resamples == "reweight" or reweighted(omega0).low_ess <= AUTO_LOW_ESS_SHARE * len(
-                indices):
+                problem.indices):
             return reweighted
-    return TransportCoverage(path, indices, estimate, alpha, shape=shape, seed=seed)
+    return TransportCoverage(problem, seed=seed)
 
 
 def _transport_record(coverage: PathCoverage | TransportCoverage) -> dict[str, tuple]:

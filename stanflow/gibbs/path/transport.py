@@ -53,13 +53,12 @@ import numpy as np
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path.coverage import (
     LOW_ESS,
+    BootstrapProblem,
     Evaluation,
     inside_and_flip,
     region_statistic_per_resample,
 )
 from stanflow.gibbs.path.resamples import influence_shifts, prior_and_resample_loss
-from stanflow.gibbs.path.sweep import LearningRatePath
-from stanflow.gibbs.shape import check_shape
 from stanflow.qpaths.kernels import resample
 
 DRAWS = 400
@@ -136,20 +135,13 @@ class TransportCoverage:
 
     Parameters
     ----------
-    path : LearningRatePath
-        The full data's path (``q = 1``), extended on demand.
-    indices : ndarray of int, shape (B, n)
-        The bootstrap resamples.
-    estimate : ndarray, shape (K,)
-        The full-data estimate.
-    alpha : float
+    problem : BootstrapProblem
+        Its path (``q = 1``) is extended on demand.
     draws : int, default :data:`DRAWS`
         Particles per resample, ``S``.
     target_ess : float, default :data:`TARGET_ESS`
     max_passes : int, default :data:`MAX_PASSES`
     max_steps : int, default :data:`MAX_STEPS`
-    shape : ndarray, shape (K, K), optional
-        Regions of the posteriors moved to this shape (:mod:`stanflow.gibbs.shape`).
     seed : int, default 0
         Chooses the level's particles and the Metropolis-Hastings steps.
 
@@ -165,22 +157,16 @@ class TransportCoverage:
 
     def __init__(
         self,
-        path: LearningRatePath,
-        indices: np.ndarray,
-        estimate: np.ndarray,
-        alpha: float,
+        problem: BootstrapProblem,
         *,
         draws: int = DRAWS,
         target_ess: float = TARGET_ESS,
         max_passes: int = MAX_PASSES,
         max_steps: int = MAX_STEPS,
-        shape: np.ndarray | None = None,
         seed: int = 0,
     ) -> None:
-        if path.target.weights is not None:
-            raise ValueError(
-                "path: GPC's bootstrap resamples the data itself, so it needs a path of "
-                "the unweighted data (weights all 1)")
+        problem = problem.checked()
+        path = problem.path
         if path.q != 1:
             raise ValueError(f"path: moving particles to resamples needs q = 1, got q = {path.q}")
         for name, value, low in (("draws", draws, 10), ("max_passes", max_passes, 1),
@@ -190,15 +176,14 @@ class TransportCoverage:
         if not (isinstance(target_ess, (int, float)) and 0 < target_ess <= 1):
             raise ValueError(f"target_ess must be in (0, 1], got {target_ess!r}")
         self.path = path
-        self.counts = resample_counts(indices, path.target.n).astype(float)
-        self.estimate = np.asarray(estimate, dtype=float)
-        self.alpha = alpha
+        self.counts = resample_counts(problem.indices, path.target.n).astype(float)
+        self.estimate = problem.estimate
+        self.alpha = problem.alpha
         self.draws = draws
         self.target_ess = target_ess
         self.max_passes = max_passes
         self.max_steps = max_steps
-        K = len(path.target.names)
-        self.shape = None if shape is None or K == 1 else check_shape(shape, K)
+        self.shape = problem.shape
         self.rng = np.random.default_rng(seed)
         self.shifts = influence_shifts(path, self.estimate, self.counts)
         self.placement: Placement | None = None
