@@ -48,11 +48,13 @@ QUOTED = {
         *(["cells", cell, key] for cell in (
             "homoscedastic_tau0.5", "homoscedastic_tau0.9",
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
-        ) for key in ("truth_slope", "goal_coverage_met", "goal_time_met")),
+        ) for key in ("truth_slope", "goal_coverage_met", "goal_coverage_met_adjusted",
+                      "goal_time_met")),
         *(["cells", cell, "methods", method, key] for cell in (
             "homoscedastic_tau0.5", "homoscedastic_tau0.9",
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
-        ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_gpc", "stanflow_plugin")
+        ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_gpc", "stanflow_plugin",
+                         "stanflow_gpc_adjusted", "stanflow_plugin_adjusted")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
     ],
     "bridgesampling_log_z": [
@@ -208,3 +210,34 @@ def test_every_number_of_the_bridgesampling_table_is_the_committed_one() -> None
              / methods["stanflow_bridge"]["median_seconds"])
     assert f"{speed:.1f}x faster" in text
     assert f"{data['nuts_median_seconds']:.1f} s median" in text
+
+
+QUANTREG_METHODS = {
+    'quantreg `rq` + `se = "nid"`': "quantreg_nid",
+    'quantreg `rq` + `se = "boot"` (R = 200)': "quantreg_boot",
+    "stanflow, GPC on the path": "stanflow_gpc",
+    "stanflow, plug-in": "stanflow_plugin",
+    "stanflow, GPC + shape fix": "stanflow_gpc_adjusted",
+    "stanflow, plug-in + shape fix": "stanflow_plugin_adjusted",
+}
+
+
+def test_every_number_of_the_quantreg_table_is_the_committed_one() -> None:
+    data = committed("quantreg_intervals")
+    text = section("### Quantile regression intervals against quantreg")
+    checked = 0
+    for line in text.splitlines():
+        cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
+        if cells[0] not in ("homoscedastic", "heteroscedastic"):
+            continue
+        design, tau, slope, method, cov, width, omega, ms = cells
+        cell = data["cells"][f"{design}_tau{tau}"]
+        m = cell["methods"][QUANTREG_METHODS[method]]
+        assert shown(slope, cell["truth_slope"]), line
+        p, se = cov.split(" +- ")
+        assert shown(p, m["coverage"]) and shown(se, m["se"]), line
+        assert shown(width, m["median_width"]), line
+        assert omega == "--" if "median_omega" not in m else shown(omega, m["median_omega"]), line
+        assert shown(ms, 1000 * m["seconds_per_fit"]), line
+        checked += 1
+    assert checked == 4 * len(next(iter(data["cells"].values()))["methods"])
