@@ -84,8 +84,6 @@ class Placement(NamedTuple):
 
     Attributes
     ----------
-    omega : ndarray, shape (B,)
-        Where each resample was last moved to.
     z : ndarray, shape (B, S, d)
         The particles.
     loss : ndarray, shape (B, S)
@@ -98,7 +96,6 @@ class Placement(NamedTuple):
         resampled particles share values).
     """
 
-    omega: np.ndarray
     z: np.ndarray
     loss: np.ndarray
     log_rest: np.ndarray
@@ -143,7 +140,7 @@ class TransportCoverage:
     max_passes : int, default :data:`MAX_PASSES`
     max_steps : int, default :data:`MAX_STEPS`
     seed : int, default 0
-        Chooses the level's particles and the Metropolis-Hastings steps.
+        Seeds the proposals' draws and the Metropolis-Hastings steps.
 
     Attributes
     ----------
@@ -250,7 +247,7 @@ class TransportCoverage:
                 m, c = _moments(self.placement.z[rows[j]], log_w[j])
                 proposal.mean[j], proposal.scale[j] = m, _cholesky(c)
         wanted = self.target_ess * self.draws
-        best = self._sample(proposal, rows, omega)
+        best = self._sample(proposal, rows)
         best_proposal = proposal
         for _ in range(self.max_passes - 1):
             log_w = best.log_weights(omega)
@@ -264,7 +261,7 @@ class TransportCoverage:
                 if ess[j] >= SCALE_FIT * d:
                     scale[j] = _cholesky(c)
             proposal = Proposal(mean, scale)
-            candidate = self._sample(proposal, rows, omega)
+            candidate = self._sample(proposal, rows)
             better = candidate.ess(omega) > best.ess(omega)
             best = _select(better, candidate, best)
             best_proposal = _select(better, proposal, best_proposal)
@@ -310,12 +307,12 @@ class TransportCoverage:
         self._anchors[omega] = best
         return best
 
-    def _sample(self, proposal: Proposal, rows: np.ndarray, omega: float) -> Placement:
+    def _sample(self, proposal: Proposal, rows: np.ndarray) -> Placement:
         """Fresh draws from each resample's proposal, with their importance weights."""
         z, log_q = _t_draws(self.rng, proposal.mean, proposal.scale, self.draws)
         prior, loss = prior_and_resample_loss(self.path, z, self.counts[rows])
         log_rest = prior - log_q
-        return Placement(np.full(len(rows), omega), z, loss, log_rest, np.ones(len(rows)))
+        return Placement(z, loss, log_rest, np.ones(len(rows)))
 
     def _resample_move(
         self, proposal: Proposal, rows: np.ndarray, omega: float, start: Placement
@@ -330,7 +327,7 @@ class TransportCoverage:
         moved_once = np.zeros((R, S), bool)
         active = np.arange(R)
         for _ in range(self.max_steps):
-            fresh = self._sample(_take(proposal, active), rows[active], omega)
+            fresh = self._sample(_take(proposal, active), rows[active])
             log_new = fresh.log_weights(omega)
             accept = np.log(self.rng.uniform(size=(len(active), S))) < log_new - log_q[active]
             z[active] = np.where(accept[:, :, None], fresh.z, z[active])
@@ -345,7 +342,7 @@ class TransportCoverage:
                 break
         share = moved_once.mean(axis=1)
         quality = (share * S + (1 - share) * ess0) / S
-        return Placement(np.full(R, omega), z, loss, omega * loss, quality)
+        return Placement(z, loss, omega * loss, quality)
 
     def _store(self, rows: np.ndarray, new: Placement) -> None:
         if self.placement is None:
