@@ -183,13 +183,19 @@ def adjust_draws(
             raise ValueError(
                 f"weights must be {S} finite non-negative numbers with a positive sum")
         w = w / w.sum()
-    mean = w @ draws
+    mean, cov = weighted_moments(draws, w)
     centred = draws - mean
-    cov = (centred * w[:, None]).T @ centred
     if np.linalg.matrix_rank(cov) < K:
         raise ValueError("the draws' covariance is singular: they cannot be moved to a shape")
     target = volume_scale(cov, shape) * shape
     return mean + centred @ transport_map(cov, target)
+
+
+def weighted_moments(draws: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance of ``draws`` (shape ``(S, K)``) under normalised ``weights`` (``(S,)``)."""
+    mean = weights @ draws
+    centred = draws - mean
+    return mean, (centred * weights[:, None]).T @ centred
 
 
 def _roots(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -22,7 +22,7 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.information import calibrate_holmes_walker
+from stanflow.gibbs.information import omega_from_traces
 from stanflow.gibbs.path.gpc_root import path_gpc
 from stanflow.gibbs.path.read import (
     default_omegas,
@@ -41,18 +41,22 @@ ADJUSTMENTS = ("none", "sandwich")
 """``adjust``: the posteriors as they are, or moved to the sandwich's shape."""
 
 
-def program_shape(program: LossProgram, estimate: np.ndarray) -> np.ndarray:
-    """The sandwich ``H^-1 J H^-1`` of ``program`` at ``estimate``, on the parameters' scale.
+def program_shape(plugin: xr.Dataset) -> np.ndarray:
+    """The sandwich ``H^-1 J H^-1`` of a plug-in calibration, on the parameters' scale.
 
-    ``H`` and ``J`` as :func:`~stanflow.gibbs.calibrate_plugin` finds them.
+    Parameters
+    ----------
+    plugin : xarray.Dataset
+        The ``calibration`` group of :func:`~stanflow.gibbs.calibrate_plugin`.
 
     Raises
     ------
     ValueError
-        When they are on Stan's unconstrained scale (the program's parameters
-        have fewer values than unconstrained coordinates, or more).
+        When its ``H`` and ``J`` are on Stan's unconstrained scale (the
+        program's parameters have fewer values than unconstrained coordinates,
+        or more).
     """
-    group = arviz_compat.group(calibrate_plugin(program, estimate=estimate), "calibration")
+    group = plugin
     if group.attrs.get("scale") == "unconstrained":
         raise ValueError(
             "adjust='sandwich' moves draws on the parameters' own scale, but this "
@@ -189,16 +193,19 @@ def calibrate_path(
         moves=moves, seed=seed,
     )
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
-    shape = None if adjust == "none" else program_shape(program, found.theta)
+    # H and J once, for the shape fix and both rules (Holmes-Walker reads the plug-in's).
+    plugin = None if adjust == "none" and not rules else arviz_compat.group(
+        calibrate_plugin(program, estimate=found.theta), "calibration")
+    shape = None if plugin is None or adjust == "none" else program_shape(plugin)
     group = path_gpc(
         path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
         proposal_scale=proposal_scale, xtol=xtol, shape=shape, resamples=resamples,
     )
     omegas = {"gpc_path": float(group["omega"])}
-    computed = {"plugin": calibrate_plugin, "holmes_walker": calibrate_holmes_walker}
     for name in rules:
-        result = computed[name](program, estimate=found.theta)
-        omegas[name] = float(arviz_compat.group(result, "calibration")["omega"])
+        assert plugin is not None  # computed whenever a rule is asked for
+        omegas[name] = float(plugin["omega"]) if name == "plugin" else float(
+            omega_from_traces(plugin["sensitivity"].values, plugin["variability"].values))
     omegas.update(marks)
     path.extend(max([*omegas.values(), float(omega0), omega_max or 0.0]))
     path_group = path.to_dataset()

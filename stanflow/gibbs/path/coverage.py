@@ -238,8 +238,14 @@ class PathCoverage:
         self.shape = problem.shape
         self._resample_losses: dict[int, np.ndarray] = {}
         self._theta: dict[int, np.ndarray] = {}
+        self._last: tuple[tuple[float, int], Evaluation] | None = None
 
     def __call__(self, omega: float) -> Evaluation:
+        # The same omega on the same schedule gives the same evaluation (GPC's
+        # root finder asks for omega0 again after resamples="auto" probed it).
+        key = (float(omega), len(self.path.levels))
+        if self._last is not None and self._last[0] == key:
+            return self._last[1]
         reference = self.proposal_scale * omega
         if self.path.end is None or reference > self.path.end:
             self.path.extend(reference)
@@ -258,7 +264,7 @@ class PathCoverage:
             )
         scalar = len(self.path.target.names) == 1
         inside, flip = inside_and_flip(statistic, ess, self.alpha, scalar)
-        return Evaluation(
+        found = Evaluation(
             omega=float(omega),
             count=int(inside.sum()),
             count_variance=float(np.sum(flip * (1 - flip))),
@@ -267,6 +273,8 @@ class PathCoverage:
             low_ess=int(np.sum(ess < LOW_ESS)),
             step=k,
         )
+        self._last = ((float(omega), len(self.path.levels)), found)
+        return found
 
 
 def proposal_step(omegas: np.ndarray, omega: float, reference: float) -> int:

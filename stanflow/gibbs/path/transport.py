@@ -59,6 +59,7 @@ from stanflow.gibbs.path.coverage import (
     region_statistic_per_resample,
 )
 from stanflow.gibbs.path.resamples import influence_shifts, prior_and_resample_loss
+from stanflow.gibbs.shape import weighted_moments
 from stanflow.qpaths.kernels import resample
 
 DRAWS = 400
@@ -184,6 +185,7 @@ class TransportCoverage:
         self.rng = np.random.default_rng(seed)
         self.shifts = influence_shifts(path, self.estimate, self.counts)
         self.placement: Placement | None = None
+        self._placed_theta: np.ndarray | None = None
         self._anchors: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.region: np.ndarray | None = None
         """The posteriors' shape for the regions: the full data's posterior
@@ -207,7 +209,9 @@ class TransportCoverage:
             self._move(omega, stale)
         assert self.placement is not None
         ess = self.placement.ess(omega)
-        theta = self._theta(self.placement.z)
+        if self._placed_theta is None:  # the parameters of the particles, once per placement
+            self._placed_theta = self._theta(self.placement.z)
+        theta = self._placed_theta
         if self.region is None:
             self.region = self._anchor(omega)[2]
         statistic = region_statistic_per_resample(
@@ -345,6 +349,7 @@ class TransportCoverage:
         return Placement(z, loss, omega * loss, quality)
 
     def _store(self, rows: np.ndarray, new: Placement) -> None:
+        self._placed_theta = None
         if self.placement is None:
             self.placement = new
         else:
@@ -400,10 +405,7 @@ def _cholesky(cov: np.ndarray) -> np.ndarray:
 
 def _moments(z: np.ndarray, log_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w = np.exp(log_w - log_w.max())
-    w /= w.sum()
-    mean = w @ z
-    centred = z - mean
-    cov = (centred * w[:, None]).T @ centred
+    mean, cov = weighted_moments(z, w / w.sum())
     return mean, 0.5 * (cov + cov.T) + 1e-12 * np.trace(cov) * np.eye(len(mean))
 
 
