@@ -65,3 +65,25 @@ def test_the_nuts_table_and_the_goals_are_the_committed_run(data: dict) -> None:
     assert f"(smallest {goal['ess_min_over_evaluations']:.0f})" in text
     summary = DOC.read_text().split(HEADING)[0]
     assert f"| {goal['wall_s']:.1f} s, ESS >=" in summary
+
+
+SPREAD = REPO / "bench" / "results" / "gibbs_spread.json"
+SPREAD_HEADING = "## GPC spread over Dask workers (`bench/gibbs_spread.py`)"
+
+
+def test_the_spread_section_is_the_committed_run() -> None:
+    """docs/benchmarks.md's Dask section quotes bench/results/gibbs_spread.json."""
+    data = json.loads(SPREAD.read_text())
+    text = DOC.read_text()
+    start = text.index(SPREAD_HEADING)
+    body = text[start:text.find("\n## ", start + len(SPREAD_HEADING))]
+    assert data["command"] in body and data["same_numbers"] is True
+    rows = [c for c in map(cells, body.splitlines()) if len(c) == 3 and c[2][:1].isdigit()]
+    assert [r[1:] for r in rows] == [
+        [" / ".join(f"{v:.1f}" for v in data["wall_s"][kind]), f"{data['wall_median_s'][kind]:.1f}"]
+        for kind in ("local", "dask")]
+    assert f"**{data['dask_over_local']:.2f}**" in body
+    assert f"`omega` {data['numbers']['omega']:.4f}" in body
+    assert f"{data['cluster_start_s']:.1f} s" in body
+    summary = next(line for line in text.splitlines() if line.startswith("| GPC at scale spread"))
+    assert f"{data['dask_over_local']:.2f}x the in-process wall" in summary

@@ -65,7 +65,7 @@ def test_resample_losses_are_the_programs_up_to_one_constant(cmdstan):
     path = LearningRatePath(program, n_particles=1000, seed=0)
     counts = resample_counts(bootstrap_indices(80, 4, np.random.SeedSequence(2)), 80)
     z = np.random.default_rng(3).normal(1.0, 0.3, size=(4, 25, 3)) * [1, 0.1, 0.1]
-    prior, loss = prior_and_resample_loss(path, z, counts.astype(float))
+    prior, loss = prior_and_resample_loss(path.target, z, counts.astype(float))
     for b in range(4):
         exact = program.losses(path.target.unconstrained(z[b])) @ counts[b]
         gap = loss[b] - exact

@@ -143,13 +143,9 @@ class LossProgram(EvaluationForm):
         self.data = _check_data(self.source, data)
         self.name = model_name(name, self.source.path)
         self.threads = threads
-        code = evaluation_form(self.source)
-        check_evaluation_form(self.source, code, stanc)
-        with tempfile.TemporaryDirectory(prefix="stanflow-program-") as folder:
-            file = Path(folder) / f"{self.name}_evaluation.stan"
-            file.write_text(code)
-            library = compile_library(file, name=f"{self.name}_evaluation")
-        self.library = load(library, self.data)
+        check_evaluation_form(self.source, evaluation_form(self.source), stanc)
+        self._library_file = self._compile_evaluation_form()
+        self.library = load(self._library_file, self.data)
         unc = self.library.param_unc_num()
         constrained = self.library.param_names()
         self.n = sum(1 for label in constrained if label.split(".")[0] == WEIGHTS)
@@ -309,6 +305,29 @@ class LossProgram(EvaluationForm):
 
     def __repr__(self) -> str:
         return f"LossProgram({self.source.path.name}, n={self.n}, parameters={self.names})"
+
+    # -- pickled to other processes (Dask workers) ----------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the loaded library and executables, which each process loads."""
+        state = self.__dict__.copy()
+        del state["library"]
+        state["_executables"] = {}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Load the evaluation form again: from the compiled library where this process
+        sees it, else compiled here from the program's text (cached by content)."""
+        self.__dict__.update(state)
+        if not Path(self._library_file).exists():
+            self._library_file = self._compile_evaluation_form()
+        self.library = load(self._library_file, self.data)
+
+    def _compile_evaluation_form(self) -> Path:
+        with tempfile.TemporaryDirectory(prefix="stanflow-program-") as folder:
+            file = Path(folder) / f"{self.name}_evaluation.stan"
+            file.write_text(evaluation_form(self.source))
+            return compile_library(file, name=f"{self.name}_evaluation")
 
     # -- the contract, checked when the program is loaded -----------------------
 

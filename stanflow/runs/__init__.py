@@ -7,7 +7,8 @@ before anything starts, runs them on an executor (:class:`LocalExecutor` or
 :class:`DaskExecutor`), streams results back as they finish, survives failures
 and interruptions (retries, timeouts, a manifest and :func:`resume`), and
 collects everything into one ``InferenceData`` with a ``run`` dimension.
-See ``docs/runs.md``.
+In-process work (Python calls of a Stan program loaded in process) spreads the
+same way through :class:`Workers`. See ``docs/runs.md``.
 
 Example
 -------
@@ -19,12 +20,14 @@ Example
 """
 
 from stanflow.runs.bookkeeping import RunResult
+from stanflow.runs.calls import CallFailed, Workers
 from stanflow.runs.executors import DaskExecutor, Executor, LocalExecutor
 from stanflow.runs.results import RunDraws
 from stanflow.runs.runset import RunSet, resume
 from stanflow.runs.spec import InvalidRunSpec, RunSpec
 
 __all__ = [
+    "CallFailed",
     "DaskExecutor",
     "Executor",
     "InvalidRunSpec",
@@ -33,5 +36,6 @@ __all__ = [
     "RunResult",
     "RunSet",
     "RunSpec",
+    "Workers",
     "resume",
 ]

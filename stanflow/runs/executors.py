@@ -5,7 +5,10 @@ Both have the same small interface, used by :meth:`stanflow.runs.RunSet.run`:
 ``outcomes()`` yielding each job's :class:`~stanflow.runs.jobs.Outcome` as it
 arrives (chunks submitted while iterating included), ``stop()`` to abandon
 what is still running, promptly (its executable processes are killed), and
-``unread()``, the outcomes that arrived as it stopped.
+``unread()``, the outcomes that arrived as it stopped. In-process work that
+is not a CmdStan run (a function of NumPy arrays and a Stan program loaded in
+process) runs through ``run_calls(fn, shared, items)``, with
+:class:`stanflow.runs.Workers` keeping the results and retrying failures.
 
 Workers and the run set share a filesystem: the executable, the inputs and the
 outputs are read and written in place (see ``docs/runs.md`` for why).
@@ -21,7 +24,7 @@ import traceback
 import uuid
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +66,36 @@ class Executor(ABC):
         default none are kept.
         """
         return []
+
+    @abstractmethod
+    def run_calls(
+        self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]
+    ) -> Iterator[Call]:
+        """``fn(shared, item)`` for every item, yielding each :class:`Call` as it ends.
+
+        ``shared`` is sent once wherever the calls run; ``fn``, ``shared`` and
+        the items must pickle for executors in other processes. A call that
+        raises ends as a failed :class:`Call` with its traceback; stopping the
+        iteration (Ctrl-C) abandons the calls still running.
+        """
+
+
+@dataclass(frozen=True)
+class Call:
+    """How one call of :meth:`Executor.run_calls` ended.
+
+    Attributes
+    ----------
+    index : int
+        The item's position.
+    ok : bool
+    value : Any
+        ``fn``'s return value, or the traceback text of a failed call.
+    """
+
+    index: int
+    ok: bool
+    value: Any
 
 
 @dataclass(frozen=True)
@@ -132,6 +165,18 @@ class LocalExecutor(Executor):
 
     def unread(self) -> list[Outcome]:
         return list(self._unread)
+
+    def run_calls(
+        self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]
+    ) -> Iterator[Call]:
+        """In this process, one after another (the in-process Stan calls use every core)."""
+        for index, item in enumerate(items):
+            try:
+                value = fn(shared, item)
+            except Exception:
+                yield Call(index, False, traceback.format_exc())
+            else:
+                yield Call(index, True, value)
 
     def _running(self) -> _LocalState:
         if self._state is None:
@@ -265,6 +310,18 @@ class DaskExecutor(Executor):
                 ]
             yield from outcomes
 
+    def run_calls(
+        self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]
+    ) -> Iterator[Call]:
+        """As tasks on the cluster, ``shared`` scattered to every worker once.
+
+        Needs no :meth:`start`; the calls' own files (none, or a program's
+        compiled library) must be where the workers can see them.
+        """
+        if not self._client.nthreads():
+            raise RuntimeError("the Dask cluster has no workers")
+        return _dask_calls(self._client, self._as_completed, fn, shared, items)
+
     def stop(self) -> None:
         running = [] if self._pending is None else list(self._pending.futures)
         self._pending = None
@@ -278,6 +335,28 @@ class DaskExecutor(Executor):
                 future.cancel()
         except (OSError, TimeoutError) as error:
             logger.warning("could not stop the Dask tasks of this run set: %s", error)
+
+
+def _dask_calls(client: Any, as_completed: Any, fn: Callable[[Any, Any], Any], shared: Any,
+                items: Sequence[Any]) -> Iterator[Call]:
+    [handle] = client.scatter([shared], broadcast=True, hash=False)
+    futures = {}
+    for index, item in enumerate(items):
+        future = client.submit(fn, handle, item, key=f"stanflow-call-{uuid.uuid4().hex}", pure=False)
+        futures[future.key] = (index, future)
+    try:
+        for future in as_completed([f for _, f in futures.values()]):
+            index, _ = futures.pop(future.key)
+            try:
+                value = future.result()
+            except Exception:
+                yield Call(index, False, "the Dask task failed:\n" + traceback.format_exc())
+            else:
+                yield Call(index, True, value)
+    finally:
+        for _, future in futures.values():
+            future.cancel()
+        del handle
 
 
 def missing_paths(paths: Sequence[str]) -> list[str]:

@@ -34,6 +34,7 @@ from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_infe
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.shape import adjust_draws, sandwich_shape
+from stanflow.runs.calls import Workers
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
@@ -134,6 +135,7 @@ def calibrate_path(
     xtol: float = 1e-3,
     adjust: str = "none",
     resamples: str = "auto",
+    workers: Workers | None = None,
 ) -> Results:
     """Calibrate ``omega`` on one path: GPC by root finding, plug-in, Holmes-Walker.
 
@@ -143,12 +145,14 @@ def calibrate_path(
         Any loss program (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`).
     estimate : array_like, shape (P,), optional
         The full-data estimate; default :meth:`LossProgram.estimate`.
-    B, alpha, omega0, seed, proposal_scale, xtol, resamples
+    B, alpha, omega0, seed, proposal_scale, xtol, resamples, workers
         GPC (:func:`~stanflow.gibbs.path.gpc_root.path_gpc`): the same resamples as
         :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``;
         ``resamples`` says how each resample's posterior is read (by default
         particles are moved to the resamples when reweighting the path would
-        leave too few effective).
+        leave too few effective), ``workers`` where particles are moved
+        (:class:`stanflow.runs.Workers`: this process, or a Dask cluster, with
+        retries and a folder keeping the work for a rerun).
     rules : sequence of {"plugin", "holmes_walker"}, default both
         Rules computed from the data and marked on the path.
     marks : mapping of str to float, optional
@@ -200,6 +204,7 @@ def calibrate_path(
     group = path_gpc(
         path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
         proposal_scale=proposal_scale, xtol=xtol, shape=shape, resamples=resamples,
+        workers=workers,
     )
     omegas = {"gpc_path": float(group["omega"])}
     for name in rules:

@@ -51,6 +51,7 @@ from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, PathCoverage
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.path.transport import TransportCoverage
+from stanflow.runs.calls import Workers
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
@@ -168,6 +169,7 @@ def path_gpc(
     max_evaluations: int = 40,
     shape: np.ndarray | None = None,
     resamples: str = "auto",
+    workers: Workers | None = None,
 ) -> xr.Dataset:
     """GPC's learning rate as the root of the bootstrap coverage on a path.
 
@@ -203,6 +205,10 @@ def path_gpc(
         ``"auto"``, reweighting unless more than :data:`AUTO_LOW_ESS_SHARE` of
         the resamples have fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS`
         effective draws at ``omega0``.
+    workers : stanflow.runs.Workers, optional
+        Where particles are moved to the resamples (``"transport"``): this
+        process by default, or a Dask cluster; with ``out_dir``, moved blocks
+        are kept, and a rerun of the same calibration reads them.
 
     Returns
     -------
@@ -224,11 +230,15 @@ def path_gpc(
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
     if resamples not in RESAMPLES:
         raise ValueError(f"resamples must be one of {RESAMPLES}, got {resamples!r}")
+    if workers is not None:
+        if not isinstance(workers, Workers):
+            raise TypeError(f"workers must be a stanflow.runs.Workers, got {type(workers).__name__}")
+        workers.validate()
     start = time.perf_counter()
     indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
     problem = BootstrapProblem(path, indices, estimate, alpha, shape).checked()
     size = len(problem.estimate)
-    coverage = choose_coverage(resamples, problem, proposal_scale, seed, omega0)
+    coverage = choose_coverage(resamples, problem, proposal_scale, seed, omega0, workers)
     target = (1 - alpha) * B
     root, history, done = find_root(
         coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
@@ -291,7 +301,8 @@ def path_gpc(
 
 
 def choose_coverage(
-    resamples: str, problem: BootstrapProblem, proposal_scale: float, seed: int, omega0: float
+    resamples: str, problem: BootstrapProblem, proposal_scale: float, seed: int, omega0: float,
+    workers: Workers | None = None,
 ) -> PathCoverage | TransportCoverage:
     """The coverage function of the ``resamples`` design (:func:`path_gpc`)."""
     if resamples != "transport":
@@ -299,7 +310,7 @@ def choose_coverage(
         if resamples == "reweight" or reweighted(omega0).low_ess <= AUTO_LOW_ESS_SHARE * len(
                 problem.indices):
             return reweighted
-    return TransportCoverage(problem, seed=seed)
+    return TransportCoverage(problem, seed=seed, workers=workers)
 
 
 def _transport_record(coverage: PathCoverage | TransportCoverage) -> dict[str, tuple]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from stanflow.gibbs.path.sweep import LearningRatePath
+from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.sandwich import constrain_jacobian
 
 
@@ -34,7 +35,7 @@ def influence_shifts(path: LearningRatePath, estimate: np.ndarray, counts: np.nd
 
 
 def prior_and_resample_loss(
-    path: LearningRatePath, z: np.ndarray, counts: np.ndarray
+    target: PathTarget, z: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """The prior's log density and ``c_b . l`` (up to a constant) at each resample's particles.
 
@@ -47,7 +48,8 @@ def prior_and_resample_loss(
 
     Parameters
     ----------
-    path : LearningRatePath
+    target : PathTarget
+        The path's target (:attr:`LearningRatePath.target`).
     z : ndarray, shape (R, S, d)
     counts : ndarray, shape (R, n)
 
@@ -57,7 +59,6 @@ def prior_and_resample_loss(
         A point outside the prior's support (or rejected by the program) has
         log prior ``-inf`` and loss 0.
     """
-    target = path.target
     program = target.program
     R, S, _ = z.shape
     prior, loss = np.empty((R, S)), np.empty((R, S))

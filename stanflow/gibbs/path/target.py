@@ -78,6 +78,10 @@ class PathTarget:
         self.n = program.n
         self._last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the last call's arrays (sent to other processes)."""
+        return {**self.__dict__, "_last": None}
+
     def sample_prior(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """``n`` draws from the prior, shape ``(n, d)``."""
         if self.box is not None:
