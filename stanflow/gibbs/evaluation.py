@@ -16,6 +16,7 @@ checks the contract through it; the executable for NUTS is the other half.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import bridgestan
@@ -73,10 +74,9 @@ class EvaluationForm:
         the program rejects get ``-inf``. ``omega`` is a number or one per
         point, ``weights`` shape ``(n,)`` or ``(S, n)``.
         """
-        rows = self._rows(u, omega, weights)
-        return self._chunked(lambda r: log_density_rows(
+        return self._map_rows(u, omega, weights, lambda r: log_density_rows(
             self.library, r, propto=False, jacobian=jacobian, threads=self.threads,
-            reject_as_neg_inf=True), rows)
+            reject_as_neg_inf=True))
 
     def log_density_gradient(
         self,
@@ -87,8 +87,7 @@ class EvaluationForm:
         jacobian: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`log_density` and its gradient in ``u``, shapes ``(S,)`` and ``(S, D)``."""
-        lp, grad = self._gradient_rows(self._rows(u, omega, weights), jacobian)
-        return lp, grad[:, : self.dim]
+        return self._gradient_rows(u, omega, weights, jacobian, self.dim)
 
     def log_prior(self, u: np.ndarray, *, jacobian: bool = True) -> np.ndarray:
         """The log prior at ``u`` (the target at ``omega = 0``), shape ``(S,)``."""
@@ -100,8 +99,8 @@ class EvaluationForm:
         Read off the target: ``loss_i = -d target / d weights[i]`` at
         ``omega = 1``. Rejected points get ``nan``.
         """
-        _, grad = self._gradient_rows(self._rows(u, 1.0, None), False)
-        return -grad[:, self.dim + 1 :]
+        _, grad = self._gradient_rows(u, 1.0, None, False, slice(self.dim + 1, None))
+        return -grad
 
     def total_loss(self, u: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
         """``sum_i weights[i] loss_i`` at every point, shape ``(S,)``; ``inf`` where rejected."""
@@ -116,15 +115,9 @@ class EvaluationForm:
         difference is the loss (the Jacobian cancels). Shapes ``(S,)``; a point
         the program rejects has log prior ``-inf`` and loss ``inf``.
         """
-        u = self.check_points(u)
-        rows = np.concatenate([self._rows(u, 0.0, None), self._rows(u, 1.0, weights)])
-        lp = self._chunked(lambda r: log_density_rows(
-            self.library, r, propto=False, jacobian=jacobian, threads=self.threads,
-            reject_as_neg_inf=True), rows)
-        S = len(u)
-        prior = lp[:S]
-        loss = np.where(np.isfinite(prior), prior - lp[S:], np.inf)
-        return prior, loss
+        prior = self.log_density(u, 0.0, None, jacobian=jacobian)
+        at_one = self.log_density(u, 1.0, weights, jacobian=jacobian)
+        return prior, np.where(np.isfinite(prior), prior - at_one, np.inf)
 
     def loss_gradient(
         self, u: np.ndarray, weights: np.ndarray | None = None
@@ -134,17 +127,15 @@ class EvaluationForm:
         The prior is taken out by difference: the target at ``omega = 1``
         minus the target at ``omega = 0``.
         """
-        u = self.check_points(u)
-        rows = np.concatenate([self._rows(u, 1.0, weights), self._rows(u, 0.0, None)])
-        lp, grad = self._gradient_rows(rows, False)
-        S = len(u)
-        return lp[S:] - lp[:S], grad[S:, : self.dim] - grad[:S, : self.dim]
+        lp1, grad1 = self._gradient_rows(u, 1.0, weights, False, self.dim)
+        lp0, grad0 = self._gradient_rows(u, 0.0, None, False, self.dim)
+        return lp0 - lp1, grad0 - grad1
 
     def constrain(self, u: np.ndarray) -> np.ndarray:
         """The parameters as declared at ``u``, shape ``(S, len(names))``."""
-        rows = self._rows(self.check_points(u), 1.0, None)
         P = len(self.names)
-        return self._chunked(lambda r: constrain_rows(self.library, r)[:, :P], rows, columns=P)
+        return self._map_rows(u, 1.0, None, lambda r: constrain_rows(self.library, r)[:, :P],
+                              columns=P)
 
     def unconstrain(self, theta: np.ndarray) -> np.ndarray:
         """Unconstrained points of parameter values ``theta`` (shape ``(S, len(names))``).
@@ -160,13 +151,18 @@ class EvaluationForm:
                 f"theta must have shape (S, {len(self.names)}) ({', '.join(self.names)}), "
                 f"got {theta.shape}"
             )
-        full = np.ones((len(theta), len(self.names) + 1 + self.n))
-        full[:, : len(self.names)] = theta
-        try:
-            return self._chunked(lambda r: unconstrain_rows(self.library, r)[:, : self.dim],
-                                 full, columns=self.dim)
-        except ValueError as err:
-            raise ValueError(f"theta: outside the parameters' support: {err}") from None
+        P = len(self.names)
+        size = max(1, ROW_BUDGET // (P + 1 + self.n))
+        buffer = np.ones((min(size, len(theta)), P + 1 + self.n))
+        out = np.empty((len(theta), self.dim))
+        for i in range(0, len(theta), size):
+            block = buffer[: min(size, len(theta) - i)]
+            block[:, :P] = theta[i : i + size]
+            try:
+                out[i : i + size] = unconstrain_rows(self.library, block)[:, : self.dim]
+            except ValueError as err:
+                raise ValueError(f"theta: outside the parameters' support: {err}") from None
+        return out
 
     def check_points(self, u: np.ndarray) -> np.ndarray:
         """``u`` as a finite float array of shape ``(S, D)``."""
@@ -179,36 +175,64 @@ class EvaluationForm:
 
     # -- pieces -----------------------------------------------------------------
 
-    def _rows(self, u: np.ndarray, omega: Any, weights: Any) -> np.ndarray:
+    def _blocks(
+        self, u: np.ndarray, omega: Any, weights: Any
+    ) -> Iterator[tuple[slice, np.ndarray]]:
+        """Rows ``(u, omega, weights)`` in blocks of at most :data:`ROW_BUDGET` doubles.
+
+        One buffer is reused, so each block must be used before the next is
+        asked for; weights shared by every row (``None``, meaning all 1, or
+        shape ``(n,)``) are written into it once, not once per row.
+        """
         u = self.check_points(u)
         S, D = u.shape
-        rows = np.empty((S, D + 1 + self.n))
-        rows[:, :D] = u
-        rows[:, D] = omega
-        if weights is None:
-            rows[:, D + 1 :] = 1.0
-        else:
-            w = np.asarray(weights, dtype=float)
+        omega = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
+        w = None if weights is None else np.asarray(weights, dtype=float)
+        if w is not None:
             if w.shape not in ((self.n,), (S, self.n)):
                 raise ValueError(
                     f"weights must have shape ({self.n},) or ({S}, {self.n}), got {w.shape}")
             if not np.all(np.isfinite(w) & (w >= 0)):
                 raise ValueError("weights must be finite and non-negative")
-            rows[:, D + 1 :] = w
-        return rows
+        width = D + 1 + self.n
+        size = max(1, ROW_BUDGET // width)
+        buffer = np.empty((min(size, S), width))
+        shared = w is None or w.ndim == 1
+        if shared:
+            buffer[:, D + 1 :] = 1.0 if w is None else w
+        for i in range(0, S, size):
+            rows = slice(i, min(i + size, S))
+            block = buffer[: rows.stop - i]
+            block[:, :D] = u[rows]
+            block[:, D] = omega[rows]
+            if not shared:
+                assert w is not None
+                block[:, D + 1 :] = w[rows]
+            yield rows, block
 
-    def _chunked(self, call, rows: np.ndarray, columns: int | None = None) -> np.ndarray:
-        size = max(1, ROW_BUDGET // rows.shape[1])
-        if not len(rows):
-            return np.empty((0, columns) if columns is not None else 0)
-        return np.concatenate([call(rows[i : i + size]) for i in range(0, len(rows), size)])
+    def _map_rows(
+        self, u: np.ndarray, omega: Any, weights: Any, call: Callable[[np.ndarray], np.ndarray],
+        columns: int | None = None,
+    ) -> np.ndarray:
+        """``call`` on the rows' blocks, its results stacked, shape ``(S,)`` or ``(S, columns)``."""
+        S = len(self.check_points(u))
+        out = np.empty(S if columns is None else (S, columns))
+        for rows, block in self._blocks(u, omega, weights):
+            out[rows] = call(block)
+        return out
 
-    def _gradient_rows(self, rows: np.ndarray, jacobian: bool) -> tuple[np.ndarray, np.ndarray]:
-        size = max(1, ROW_BUDGET // rows.shape[1])
-        lp, grad = np.empty(len(rows)), np.empty(rows.shape)
-        for i in range(0, len(rows), size):
-            lp[i : i + size], grad[i : i + size] = log_density_gradient_rows(
-                self.library, rows[i : i + size], propto=False, jacobian=jacobian,
+    def _gradient_rows(
+        self, u: np.ndarray, omega: Any, weights: Any, jacobian: bool, keep: int | slice
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The target and its gradient's columns ``keep`` (the first ``keep``, or a slice)."""
+        columns = slice(0, keep) if isinstance(keep, int) else keep
+        S = len(self.check_points(u))
+        lp = np.empty(S)
+        grad = np.empty((S, len(range(self.dim + 1 + self.n)[columns])))
+        for rows, block in self._blocks(u, omega, weights):
+            lp[rows], full = log_density_gradient_rows(
+                self.library, block, propto=False, jacobian=jacobian,
                 threads=self.threads, reject_as_neg_inf=True,
             )
+            grad[rows] = full[:, columns]
         return lp, grad

@@ -19,7 +19,11 @@ import numpy as np
 
 MIN_ROWS_PER_THREAD = 32
 """Starting a thread costs tens of microseconds: fewer rows than this per
-thread would spend more on threads than they save."""
+thread would spend more on threads than they save..."""
+MIN_VALUES_PER_THREAD = 2**14
+"""...unless the rows are wide (a loss program's rows carry a weight per
+observation, and its target sums a loss per observation): a thread is worth
+starting for this many values of its rows."""
 
 
 def default_threads() -> int:
@@ -54,7 +58,8 @@ def log_density_rows(
         Include the log Jacobian of the constraining transforms.
     threads : int, optional
         Threads to split the rows over; default :func:`default_threads`,
-        lowered so that each thread has at least :data:`MIN_ROWS_PER_THREAD` rows.
+        lowered so that each thread has at least :data:`MIN_ROWS_PER_THREAD` rows
+        or :data:`MIN_VALUES_PER_THREAD` values.
     reject_as_neg_inf : bool, default False
         A row whose evaluation the program rejects (``reject``, a failed
         argument check) gets ``-inf``, as Stan's samplers treat it, instead of
@@ -139,7 +144,8 @@ def _evaluate(
         threads = default_threads()
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ValueError(f"threads must be a positive integer, got {threads!r}")
-    threads = max(1, min(threads, n // MIN_ROWS_PER_THREAD))
+    worth = max(n // MIN_ROWS_PER_THREAD, points.size // MIN_VALUES_PER_THREAD)
+    threads = max(1, min(threads, n, worth))
     batch = _batch_function(model)
     if batch is None:
         _evaluate_in_python(model, points, lp, grad, propto, jacobian, reject_as_neg_inf)

@@ -20,7 +20,9 @@ For each resample (counts ``c``, proposal a multivariate t with
   ``max_passes`` fits, keeping the best;
 - still below, its draws are resampled by their weights and moved by
   independent Metropolis-Hastings steps from its best proposal (at most
-  ``max_steps``): exact for its posterior. Its effective size then counts the
+  ``max_steps``), the proposal refitted to the particles' mean (and
+  covariance, as above) every :data:`REFIT_EVERY` steps: each step exact for
+  its posterior. Its effective size then counts the
   particles that moved at least once (share ``f``) as fresh draws and the
   others as the resampled set's, ``ESS = f S + (1 - f) ESS_0``.
 """
@@ -30,6 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple, TypeVar
 
 import numpy as np
+from scipy.linalg import solve_triangular
 
 from stanflow.gibbs.path.resamples import prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
@@ -41,6 +44,8 @@ SCALE_FIT = 10
 reaches this many times the dimension (below, its estimate is too noisy)."""
 DEGREES = 30
 """Degrees of freedom of the proposals' multivariate t (tails heavier than a Gaussian's)."""
+REFIT_EVERY = 5
+"""Metropolis-Hastings steps between refits of a resample's proposal to its particles."""
 
 
 class Placement(NamedTuple):
@@ -151,7 +156,7 @@ def move_block(target: PathTarget, task: MoveTask) -> Moved:
     d = task.proposal.mean.shape[1]
     wanted = settings.target_ess * settings.draws
     proposal = best_proposal = task.proposal
-    best = _sample(target, rngs, proposal, task.counts, settings.draws)
+    best = _sample(target, rngs, proposal, task.counts, settings.draws)[0]
     for _ in range(settings.max_passes - 1):
         log_w = best.log_weights(omega)
         ess = kish(log_w)
@@ -166,7 +171,7 @@ def move_block(target: PathTarget, task: MoveTask) -> Moved:
                 scale[j] = cholesky(c)
         proposal = Proposal(mean, scale)
         candidate = _sample(target, [rngs[j] for j in short], take(proposal, short),
-                            task.counts[short], settings.draws)
+                            task.counts[short], settings.draws)[0]
         better = candidate.ess(omega) > best.ess(omega)[short]
         best = put(best, short[better], take(candidate, np.flatnonzero(better)))
         best_proposal = put(best_proposal, short[better], take(proposal, short[better]))
@@ -181,36 +186,52 @@ def move_block(target: PathTarget, task: MoveTask) -> Moved:
 def _sample(
     target: PathTarget, rngs: list[np.random.Generator], proposal: Proposal,
     counts: np.ndarray, draws: int,
-) -> Placement:
-    """Fresh draws from each resample's proposal, with their importance weights."""
+) -> tuple[Placement, np.ndarray]:
+    """Fresh draws from each resample's proposal, with their importance weights, and
+    the proposal's log density at them."""
     z, log_q = t_draws(rngs, proposal.mean, proposal.scale, draws)
     prior, loss = prior_and_resample_loss(target, z, counts)
-    return Placement(z, loss, prior - log_q, np.ones(len(rngs)))
+    return Placement(z, loss, prior - log_q, np.ones(len(rngs))), log_q
 
 
 def _resample_move(
     target: PathTarget, rngs: list[np.random.Generator], proposal: Proposal,
     counts: np.ndarray, omega: float, start: Placement, settings: MoveSettings,
 ) -> Moved:
-    """Resample by the weights, then independent Metropolis-Hastings steps with the proposal."""
-    R, S, _ = start.z.shape
+    """Resample by the weights, then independent Metropolis-Hastings steps with the proposal,
+    refitted to the particles every :data:`REFIT_EVERY` steps (adaptive independence sampler:
+    the moved particles describe the posterior better than the importance weights did)."""
+    R, S, d = start.z.shape
     log_w = start.log_weights(omega)
     ess0 = kish(log_w)
     pick = np.stack([resample(rngs[j], log_w[j], "systematic") for j in range(R)])
     take_rows = np.arange(R)[:, None], pick
-    z, loss, log_q = start.z[take_rows], start.loss[take_rows], log_w[take_rows]
+    log_target = log_w + t_log_density(start.z, proposal)
+    z, loss, log_target = start.z[take_rows], start.loss[take_rows], log_target[take_rows]
+    mean, scale = proposal.mean.copy(), proposal.scale.copy()
+    log_q = t_log_density(z, Proposal(mean, scale))
     moved_once = np.zeros((R, S), bool)
     active = np.arange(R)
     steps, accepted = 0, 0.0
-    for _ in range(settings.max_steps):
+    for step in range(settings.max_steps):
+        if step and step % REFIT_EVERY == 0:
+            effective = moved_once.mean(axis=1) * S + (1 - moved_once.mean(axis=1)) * ess0
+            for j in active:
+                m, c = moments(z[j], np.zeros(S))
+                mean[j] = m
+                if effective[j] >= SCALE_FIT * d:
+                    scale[j] = cholesky(c)
+            log_q[active] = t_log_density(z[active], Proposal(mean[active], scale[active]))
         live = [rngs[j] for j in active]
-        fresh = _sample(target, live, take(proposal, active), counts[active], S)
+        fresh, fresh_q = _sample(target, live, Proposal(mean[active], scale[active]),
+                                 counts[active], S)
         log_new = fresh.log_weights(omega)
         u = np.stack([rng.uniform(size=S) for rng in live])
-        accept = np.log(u) < log_new - log_q[active]
+        accept = np.log(u) < log_new - (log_target[active] - log_q[active])
         z[active] = np.where(accept[:, :, None], fresh.z, z[active])
         loss[active] = np.where(accept, fresh.loss, loss[active])
-        log_q[active] = np.where(accept, log_new, log_q[active])
+        log_target[active] = np.where(accept, log_new + fresh_q, log_target[active])
+        log_q[active] = np.where(accept, fresh_q, log_q[active])
         moved_once[active] |= accept
         steps += len(active)
         accepted += float(accept.mean(axis=1).sum())
@@ -221,6 +242,18 @@ def _resample_move(
     share = moved_once.mean(axis=1)
     quality = (share * S + (1 - share) * ess0) / S
     return Moved(Placement(z, loss, omega * loss, quality), steps, accepted)
+
+
+def t_log_density(z: np.ndarray, proposal: Proposal) -> np.ndarray:
+    """Each resample's proposal's log density at its particles ``(R, S, d)``, shape ``(R, S)``,
+    up to the constant :func:`t_draws` leaves out."""
+    R, S, d = z.shape
+    out = np.empty((R, S))
+    for j in range(R):
+        eps = solve_triangular(proposal.scale[j], (z[j] - proposal.mean[j]).T, lower=True).T
+        out[j] = (-0.5 * (DEGREES + d) * np.log1p(np.sum(eps**2, axis=1) / DEGREES)
+                  - np.sum(np.log(np.abs(np.diagonal(proposal.scale[j])))))
+    return out
 
 
 def t_draws(

@@ -1,13 +1,16 @@
 """Bootstrap resamples as targets of their own: where each one's posterior sits, and its loss.
 
 A resample with counts ``c_b`` has the Gibbs posterior
-``pi(theta) exp(-omega c_b . l(theta))``. :func:`influence_shifts` gives the
-first-order move of its estimate from the full data's, and
+``pi(theta) exp(-omega c_b . l(theta))``. :func:`first_order` gives the
+full data's Laplace approximation and the first-order move of each resample's
+estimate from the full data's, and
 :func:`prior_and_resample_loss` its prior and total loss at particles of its own
 (:mod:`stanflow.gibbs.path.transport`).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -16,35 +19,58 @@ from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.sandwich import constrain_jacobian
 
 
-def influence_shifts(path: LearningRatePath, estimate: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Each resample's first-order shift of the estimate on the particles' scale, ``(B, d)``.
+class FirstOrder(NamedTuple):
+    """The full data's estimate and curvature, and each resample's shift, on the particles' scale.
 
-    ``-H^-1 (1/n) sum_i (c_bi - 1) g_i`` with the program's plug-in ``H`` and
-    per-observation gradients at ``estimate``, taken to Stan's unconstrained
-    scale by the Jacobian when the particles live there.
+    Attributes
+    ----------
+    center : ndarray, shape (d,)
+        The estimate.
+    precision : ndarray, shape (d, d)
+        ``n H``: the Gibbs posterior at ``omega`` is close to ``N(center,
+        (omega n H)^-1)`` (Laplace).
+    shifts : ndarray, shape (B, d)
+        Each resample's first-order move of the estimate, ``-H^-1 (1/n) sum_i
+        (c_bi - 1) g_i``.
+    """
+
+    center: np.ndarray
+    precision: np.ndarray
+    shifts: np.ndarray
+
+
+def first_order(path: LearningRatePath, estimate: np.ndarray, counts: np.ndarray) -> FirstOrder:
+    """Where the resamples' posteriors sit to first order (:class:`FirstOrder`).
+
+    With the program's plug-in ``H`` and per-observation gradients at
+    ``estimate``, taken to Stan's unconstrained scale by the Jacobian when the
+    particles live there.
     """
     target = path.target
     program = target.program
     found = program.estimate_at(estimate)
     s = program.sandwich(found)
     shifts = -np.linalg.solve(s.H, ((counts - 1.0) @ s.gradients / target.n).T).T
-    if target.space == "box" or s.scale == "unconstrained":
-        return shifts
-    jac = constrain_jacobian(program, program.unconstrain(found.theta[None, :])[0])
-    return shifts if jac is None else np.linalg.solve(jac, shifts.T).T
+    precision = target.n * s.H
+    if target.space == "box":
+        return FirstOrder(np.asarray(found.theta, float), precision, shifts)
+    center = program.unconstrain(found.theta[None, :])[0]
+    if s.scale == "unconstrained":
+        return FirstOrder(center, precision, shifts)
+    jac = constrain_jacobian(program, center)
+    if jac is None:
+        return FirstOrder(center, precision, shifts)
+    return FirstOrder(center, jac.T @ precision @ jac, np.linalg.solve(jac, shifts.T).T)
 
 
 def prior_and_resample_loss(
     target: PathTarget, z: np.ndarray, counts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The prior's log density and ``c_b . l`` (up to a constant) at each resample's particles.
+    """The prior's log density and ``c_b . l`` at each resample's particles.
 
     On the box of a shipped prior the prior is NumPy's and the loss one
-    in-process row per particle, ``log pi_Stan(theta) - log p(theta | omega = 1,
-    c_b)`` without the Jacobian: the loss up to the constant by which Stan's
-    prior differs from the box's normalised one, which cancels in every
-    resample's self-normalised weights. Elsewhere the prior (with the
-    Jacobian) and the loss come from two rows per particle.
+    in-process row per particle (:meth:`PathTarget.weighted_loss`). Elsewhere the
+    prior (with the Jacobian) and the loss come from two rows per particle.
 
     Parameters
     ----------
@@ -68,8 +94,7 @@ def prior_and_resample_loss(
             inside = np.isfinite(prior[b])
             loss[b] = 0.0
             if inside.any():
-                loss[b, inside] = prior[b, inside] - program.log_density(
-                    target.unconstrained(z[b, inside]), 1.0, counts[b], jacobian=False)
+                loss[b, inside] = target.weighted_loss(z[b, inside], counts[b])
         else:
             prior[b], loss[b] = program.prior_and_loss(z[b], counts[b])
     bad = ~(np.isfinite(prior) & np.isfinite(loss))

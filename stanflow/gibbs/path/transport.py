@@ -68,7 +68,7 @@ from stanflow.gibbs.path.moving import (
     put,
     t_draws,
 )
-from stanflow.gibbs.path.resamples import influence_shifts, prior_and_resample_loss
+from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.runs.calls import Workers
 
@@ -155,7 +155,7 @@ class TransportCoverage:
         self.rng = np.random.default_rng(seed)
         self._times_moved = np.zeros(len(self.counts), np.int64)
         self._context = target_digest(path.target)
-        self.shifts = influence_shifts(path, self.estimate, self.counts)
+        self.first_order = first_order(path, self.estimate, self.counts)
         self.placement: Placement | None = None
         self._placed_theta: np.ndarray | None = None
         self._anchors: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -213,7 +213,7 @@ class TransportCoverage:
         d = self.path.target.dim
         full_mean, full_cov, _ = self._anchor(omega)
         proposal = Proposal(
-            full_mean + self.shifts[rows],
+            full_mean + self.first_order.shifts[rows],
             np.broadcast_to(cholesky(full_cov), (len(rows), d, d)).copy(),
         )
         if self.placement is not None:
@@ -241,20 +241,42 @@ class TransportCoverage:
         """The full data's posterior mean and covariance at ``omega``, and the covariance
         of the parameters (on their own scale).
 
-        From the path's level at or below ``omega``, reweighted, then refitted
-        by importance sampling from the t proposal (as many draws as the path
-        has particles) until half of them are effective: the level's particles
-        may be too few moves from their ancestors to give the covariance in
-        tens of dimensions, and every resample's proposal starts from it.
+        Refitted by importance sampling from a t (as many draws as the path
+        has particles) until half of them are effective, from two starts, the
+        better kept: the path's level at or below ``omega``, reweighted (its
+        particles may be too few random-walk moves from their ancestors to be
+        right in tens of dimensions), and the Laplace approximation
+        ``N(estimate, (omega n H)^-1)``. Every resample's proposal starts from it.
         """
         if omega in self._anchors:
             return self._anchors[omega]
         level = self.path.levels[self._level(omega)]
-        N = len(level.z)
-        mean, cov = moments(level.z, -(omega - level.omega) * level.loss)
+        log_w = -(omega - level.omega) * level.loss
+        mean, cov = moments(level.z, log_w)
+        starts = [(mean, cov)]
+        precision = omega * self.first_order.precision
+        try:
+            np.linalg.cholesky(precision)
+            laplace = np.linalg.inv(precision)
+            starts.append((self.first_order.center, 0.5 * (laplace + laplace.T)))
+        except np.linalg.LinAlgError:
+            pass  # H not positive definite: the path's level alone
+        # the level's own draws, should no refit do better
+        best = (-1.0, (mean, cov, moments(self.path.target.theta(level.z), log_w)[1]))
+        for start_mean, start_cov in starts:
+            found = self._refit_anchor(omega, start_mean, start_cov, len(level.z))
+            if found is not None and found[0] > best[0]:
+                best = found
+        self._anchors[omega] = best[1]
+        return best[1]
+
+    def _refit_anchor(
+        self, omega: float, mean: np.ndarray, cov: np.ndarray, N: int
+    ) -> tuple[float, tuple[np.ndarray, np.ndarray, np.ndarray]] | None:
+        """Importance-sampling refits from ``N(mean, cov)`` (:meth:`_anchor`): the best
+        effective size and its moments, or None if no pass had two effective draws."""
         ones = np.ones((1, self.path.target.n))
-        theta_cov = moments(self.path.target.theta(level.z), -(omega - level.omega) * level.loss)[1]
-        best_ess, best = -1.0, (mean, cov, theta_cov)
+        best = None
         for _ in range(ANCHOR_PASSES):
             z, log_base = t_draws([self.rng], mean[None], cholesky(cov)[None], N)
             prior, loss = prior_and_resample_loss(self.path.target, z, ones)
@@ -263,12 +285,10 @@ class TransportCoverage:
             if ess < 2:
                 break
             mean, cov = moments(z[0], log_w)
-            if ess > best_ess:
-                theta_cov = moments(self.path.target.theta(z[0]), log_w)[1]
-                best_ess, best = ess, (mean, cov, theta_cov)
+            if best is None or ess > best[0]:
+                best = (ess, (mean, cov, moments(self.path.target.theta(z[0]), log_w)[1]))
             if ess >= 0.5 * N:
                 break
-        self._anchors[omega] = best
         return best
 
     def _store(self, rows: np.ndarray, new: Placement) -> None:
