@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 from scipy.special import gammaln
 
-from stanflow.wbb.marginal_likelihood import bridge_sampling
+from stanflow.bridge import bridge_sampling
 
 
 def _regression(n: int, p: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,10 +7,12 @@ and ``log_z_se``. Thermodynamic integration is :mod:`~stanflow.qpaths.ti`.
 
 Error estimates
 ---------------
-SMC and AIS run ``n_runs`` independent times. ``log_z`` is the log of the mean
-of the runs' ``Z`` estimates (each unbiased, so their mean is too) and
-``log_z_se`` its delta-method standard error ``sd(Z_r) / (sqrt(R) mean(Z_r))``
-from the spread of the runs.
+SMC and AIS run ``n_runs`` independent times. Their ``log Z`` is the log of
+the mean of the runs' ``Z`` estimates (each unbiased, so their mean is too)
+with the delta-method standard error ``sd(Z_r) / (sqrt(R) mean(Z_r))`` from
+the spread of the runs. SMC with its self-tuning moves also bridges its final
+particles (:func:`stanflow.bridge.bridge_sampling`) and reports the
+inverse-variance combination of the two estimates.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from numpy.typing import ArrayLike
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.bridge import bridge_sampling
 from stanflow.qpaths import smc_step
 from stanflow.qpaths.kernels import (
     RESAMPLING,
@@ -57,6 +60,7 @@ def smc(
     seed: int | None = None,
     max_steps: int = 10_000,
     moves: MoveKernel | None = None,
+    bridge: bool | None = None,
 ) -> Results:
     """SMC sampler along the q-path with resampling and MCMC moves; log Z estimate.
 
@@ -100,6 +104,16 @@ def smc(
         per run. :func:`~stanflow.qpaths.kernels.rwm_moves` is the paper's
         random walk; :class:`stanflow.qpaths.stan_moves.StanMoves` runs NUTS in
         CmdStan.
+    bridge : bool, optional
+        Also estimate ``log Z`` by bridge sampling
+        (:func:`stanflow.bridge.bridge_sampling`) on the final particles of
+        all runs (the first half fit its normal proposal, the second half
+        enter the estimator) and report the inverse-variance combination of
+        the two estimates. Default: on with the self-tuning moves, whose
+        particles have forgotten their ancestors (nearly independent draws of
+        the target), off with a kernel of your own (after the paper's single
+        random-walk move the particles share ancestors, and the bridge's
+        error, which assumes independent draws, would be too small).
 
     Returns
     -------
@@ -108,8 +122,11 @@ def smc(
         ``acceptance`` (mean over the moves), ``n_moves`` (moves made),
         ``log_z_increment`` (dims ``run``, ``step``; runs with fewer steps
         padded with NaN, see ``n_steps``), ``n_steps`` and ``log_z`` (per
-        run). Attributes ``log_z``, ``log_z_se`` (see the module docstring),
-        ``q``, ``n_particles``, ``moves`` (the kernel), ``schedule``.
+        run). Attributes ``log_z``, ``log_z_se`` (the estimate: SMC's, see the
+        module docstring, combined with the bridge's when there is one),
+        ``log_z_smc``, ``log_z_smc_se``, with the bridge ``log_z_bridge``,
+        ``log_z_bridge_se`` (or ``bridge_failed``, its reason), ``q``,
+        ``n_particles``, ``moves`` (the kernel), ``schedule``.
     """
     q = float(_check_q(q))
     check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
@@ -119,8 +136,11 @@ def smc(
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess}")
     if resampling not in RESAMPLING:
         raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
+    if bridge is None:
+        bridge = moves is None
     rng = np.random.default_rng(seed)
     records = []
+    finals = []
     for _ in range(n_runs):
         kernel = SelfTuningMoves() if moves is None else moves
         state = smc_step.init(
@@ -141,8 +161,10 @@ def smc(
             )
             steps.append(info)
         records.append(np.array(steps))
+        finals.append(state.particles.z)
     return _to_idata(
         records,
+        bridged=_final_bridge(rng, log_pi1, np.concatenate(finals)) if bridge else None,
         algorithm="smc",
         q=q,
         n_particles=n_particles,
@@ -235,7 +257,23 @@ def _kernel_name(kernel: MoveKernel) -> str:
     return getattr(kernel, "__name__", type(kernel).__name__)
 
 
-def _to_idata(records: Sequence[np.ndarray], **attrs: object) -> Results:
+def _final_bridge(
+    rng: np.random.Generator, log_pi1: LogDensity, draws: np.ndarray
+) -> dict[str, float | str]:
+    """``log Z`` by bridge sampling on the final particles, or why it failed."""
+    try:
+        found = bridge_sampling(log_pi1, draws, seed=rng)
+    except (ValueError, FloatingPointError) as error:
+        return {"bridge_failed": str(error)}
+    if not (found.converged and np.isfinite(found.relative_error)):
+        return {"bridge_failed": "the bridge iteration did not converge"}
+    return {"log_z_bridge": found.log_marginal, "log_z_bridge_se": found.relative_error}
+
+
+def _to_idata(
+    records: Sequence[np.ndarray], bridged: dict[str, float | str] | None = None,
+    **attrs: object,
+) -> Results:
     names = STEP_FIELDS
     n_steps = np.array([len(r) for r in records])
     padded = np.full((len(records), n_steps.max(), len(names)), np.nan)
@@ -245,9 +283,18 @@ def _to_idata(records: Sequence[np.ndarray], **attrs: object) -> Results:
     z = np.exp(per_run - per_run.max())
     log_z = float(np.log(z.mean()) + per_run.max())
     se = float(z.std(ddof=1) / np.sqrt(len(z)) / z.mean())
+    estimate: dict[str, object] = {"log_z": log_z, "log_z_se": se, "log_z_smc": log_z,
+                                   "log_z_smc_se": se}
+    if bridged is not None:
+        estimate |= bridged
+        if "log_z_bridge" in bridged:
+            precision = np.array([se, float(bridged["log_z_bridge_se"])]) ** -2.0
+            values = np.array([log_z, float(bridged["log_z_bridge"])])
+            estimate |= {"log_z": float(precision @ values / precision.sum()),
+                         "log_z_se": float(precision.sum() ** -0.5)}
     group = xr.Dataset(
         {name: (("run", "step"), padded[..., k]) for k, name in enumerate(names)}
         | {"n_steps": ("run", n_steps), "log_z": ("run", per_run)},
-        attrs={"log_z": log_z, "log_z_se": se} | attrs,
+        attrs=estimate | attrs,
     )
     return arviz_compat.build({"smc": group})

@@ -23,7 +23,7 @@
 - :mod:`~stanflow.wbb.normal_means`: the exact toy (one normal observation,
   Laplace prior): WBB draws by soft thresholding, the exact posterior mean and
   the exact WBB mean;
-- :mod:`~stanflow.wbb.marginal_likelihood`: bridge sampling (Meng and Wong's
+- :mod:`~stanflow.bridge`: bridge sampling (Meng and Wong's
   iterative estimator, normal proposal fitted to posterior draws);
 - :mod:`~stanflow.wbb.bayes_lasso`: the Bayesian lasso with a known noise
   scale (posterior mode = the lasso): Gibbs draws and ``log p(y | lam)``;
@@ -39,6 +39,7 @@ See ``docs/wbb.md``.
 
 import importlib
 
+from stanflow.bridge import BridgeResult, bridge_sampling
 from stanflow.wbb.bayes_lasso import (
     LassoMarginal,
     gibbs_lasso,
@@ -53,7 +54,6 @@ from stanflow.wbb.lasso import (
     lasso_path,
     solve_lasso,
 )
-from stanflow.wbb.marginal_likelihood import BridgeResult, bridge_sampling
 from stanflow.wbb.modes import count_modes, shape_summary, silverman_bandwidth
 from stanflow.wbb.normal_means import (
     laplace_posterior_mean,

@@ -22,7 +22,7 @@ All penalty levels and chains run at once (a leading batch axis), each
 iteration one batched Cholesky factorisation.
 
 :func:`lasso_log_marginal` estimates ``log p(y | lam)`` from the Gibbs draws
-by bridge sampling (:mod:`stanflow.wbb.marginal_likelihood`) on the exact log
+by bridge sampling (:mod:`stanflow.bridge`) on the exact log
 density :func:`lasso_log_density` (latent scales integrated out).
 """
 
@@ -33,8 +33,8 @@ from functools import partial
 
 import numpy as np
 
+from stanflow.bridge import MIN_DRAWS, bridge_sampling
 from stanflow.wbb._checks import check_positive, check_X_y
-from stanflow.wbb.marginal_likelihood import MIN_DRAWS, bridge_sampling
 from stanflow.wbb.weights import _nonnegative_int, _positive_int
 
 TINY = 1e-12

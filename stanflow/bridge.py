@@ -26,6 +26,9 @@ Error: the relative mean squared error of Fruhwirth-Schnatter (2004),
 with the posterior draws treated as independent (for a Markov chain thin it,
 or compare independent chains). ``log_marginal`` is accurate to about ``RE``
 (absolute, on the log scale).
+
+Used by WBB's choice of the lasso penalty (:mod:`stanflow.wbb.bayes_lasso`) and
+by SMC's final bridge on its particles (:func:`stanflow.qpaths.annealing.smc`).
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import logsumexp
-
-from stanflow.wbb._checks import check_max_iter, check_positive
 
 MIN_DRAWS = 8
 """Fewest posterior draws: half fit the proposal, half enter the estimator."""
@@ -102,8 +103,11 @@ def bridge_sampling(
         )
     if not np.all(np.isfinite(draws)):
         raise ValueError("draws contains NaN or infinite values")
-    tol = check_positive(tol, "tol")
-    max_iter = check_max_iter(max_iter, "max_iter")
+    tol = float(tol)
+    if not (np.isfinite(tol) and tol > 0):
+        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
+        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     fit, post = draws[: draws.shape[0] // 2], draws[draws.shape[0] // 2 :]
     mean, chol = _normal_fit(fit)
