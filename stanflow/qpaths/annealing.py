@@ -12,7 +12,9 @@ the mean of the runs' ``Z`` estimates (each unbiased, so their mean is too)
 with the delta-method standard error ``sd(Z_r) / (sqrt(R) mean(Z_r))`` from
 the spread of the runs. SMC with its self-tuning moves also bridges its final
 particles (:func:`stanflow.bridge.bridge_sampling`) and reports the
-inverse-variance combination of the two estimates.
+inverse-variance combination of the two estimates, SMC's variance taken as the
+larger of the runs' spread and ``sum_t (1 / ESS_t - 1 / N) / R`` (the steps'
+effective sizes; the spread of a few runs is itself too noisy to weigh by).
 """
 
 from __future__ import annotations
@@ -288,7 +290,14 @@ def _to_idata(
     if bridged is not None:
         estimate |= bridged
         if "log_z_bridge" in bridged:
-            precision = np.array([se, float(bridged["log_z_bridge_se"])]) ** -2.0
+            # SMC's error from the spread of a few runs is itself noisy (one degree of
+            # freedom for two runs): weigh it by the larger of that and the steps' ESS,
+            # var log Z ~ sum_t (1 / ESS_t - 1 / N) per run.
+            ess_steps = [r[:, names.index("ess")] for r in records]
+            n = int(attrs["n_particles"])  # type: ignore[call-overload]
+            floor = float(np.mean([np.sum(1 / e - 1 / n) for e in ess_steps])) / len(records)
+            smc_se = max(se, np.sqrt(max(floor, 0.0)))
+            precision = np.array([smc_se, float(bridged["log_z_bridge_se"])]) ** -2.0
             values = np.array([log_z, float(bridged["log_z_bridge"])])
             estimate |= {"log_z": float(precision @ values / precision.sum()),
                          "log_z_se": float(precision.sum() ** -0.5)}
