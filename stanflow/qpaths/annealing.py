@@ -40,7 +40,7 @@ from stanflow.qpaths.kernels import (
     initial_particles,
     next_beta,
 )
-from stanflow.qpaths.qmath import _check_q
+from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
 
 STEP_FIELDS = smc_step.StepInfo._fields
@@ -130,7 +130,7 @@ def smc(
         ``log_z_bridge_se`` (or ``bridge_failed``, its reason), ``q``,
         ``n_particles``, ``moves`` (the kernel), ``schedule``.
     """
-    q = float(_check_q(q))
+    q = float(check_q(q))
     check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
     _check_moves(n_moves)
     betas = None if schedule is None else check_schedule(schedule)
@@ -212,7 +212,7 @@ def ais(
         ``step``), ``n_steps`` and ``log_z`` per run; attributes as in
         :func:`smc`.
     """
-    q = float(_check_q(q))
+    q = float(check_q(q))
     check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
     _check_moves(n_moves)
     betas = check_schedule(schedule)

@@ -36,7 +36,7 @@ from stanflow.qpaths.latent_ais import (
     check_monotone_schedule,
     linear_schedule,
 )
-from stanflow.qpaths.qmath import _check_q
+from stanflow.qpaths.qmath import check_q
 
 
 def tune_step_size(
@@ -214,7 +214,7 @@ def _replicate(x: ArrayLike, q: ArrayLike, n_chains: int) -> tuple[np.ndarray, n
         raise ValueError(f"x must hold at least one data point along axis 0, got {x.shape}")
     if not np.isfinite(x).all():
         raise ValueError("x must be finite")
-    q = _check_q(q)
+    q = check_q(q)
     if q.ndim == 1 and q.shape != (x.shape[0],):
         raise ValueError(f"q must be a scalar or have one value per data point "
                          f"({x.shape[0]}), got {q.shape}")

@@ -34,7 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from stanflow.qpaths.kernels import check_counts
-from stanflow.qpaths.qmath import _check_q, log_incremental_weight, log_qpath
+from stanflow.qpaths.qmath import check_q, log_incremental_weight, log_qpath
 
 LogLikelihood = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``log_likelihood(x_rows, z) -> (log p(x | z) (N,), gradient in z (N, d))``."""
@@ -247,7 +247,7 @@ def ais_hmc(
         raise ValueError(
             f"x_rows must have one row per chain ({z.shape[0]}), got {x_rows.shape[0]}"
         )
-    q = _check_q(q)
+    q = check_q(q)
     if q.ndim > 1 or (q.ndim == 1 and q.shape != (z.shape[0],)):
         raise ValueError(f"q must be a scalar or have shape ({z.shape[0]},), got {q.shape}")
     check_counts(n_leapfrog=(n_leapfrog, 1))

@@ -66,7 +66,7 @@ def ln_q(u: ArrayLike, q: ArrayLike) -> np.ndarray:
     ndarray, broadcast shape of ``u`` and ``q``
     """
     u = np.asarray(u, dtype=float)
-    s = 1.0 - _check_q(q)
+    s = 1.0 - check_q(q)
     if np.isnan(u).any() or (u < 0).any():
         raise ValueError("u must be non-negative and not NaN")
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -92,7 +92,7 @@ def exp_q(x: ArrayLike, q: ArrayLike) -> np.ndarray:
     ndarray, broadcast shape of ``x`` and ``q``
     """
     x = np.asarray(x, dtype=float)
-    s = 1.0 - _check_q(q)
+    s = 1.0 - check_q(q)
     if np.isnan(x).any():
         raise ValueError("x must not be NaN")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -127,7 +127,7 @@ def log_qpath(
     """
     log_pi0, log_pi1 = _check_log_densities(log_pi0, log_pi1)
     beta = _check_beta(beta, "beta")
-    q = _check_q(q)
+    q = check_q(q)
     ref, _, _, g, s = _log_power_mean(log_pi0, log_pi1, beta, q)
     with np.errstate(invalid="ignore"):
         geometric = (1 - beta) * log_pi0 + beta * log_pi1
@@ -171,7 +171,7 @@ def log_incremental_weight(
     log_pi0, log_pi1 = _check_log_densities(log_pi0, log_pi1)
     beta = _check_beta(beta, "beta")
     beta_next = _check_beta(beta_next, "beta_next")
-    q = _check_q(q)
+    q = check_q(q)
     if np.isneginf(log_qpath(log_pi0, log_pi1, beta, q)).any():
         raise ValueError(
             "log_pi0, log_pi1: some points have zero density under pi_{beta,q}; "
@@ -212,7 +212,7 @@ def dlog_qpath_dbeta(
     if not (np.isfinite(log_pi0).all() and np.isfinite(log_pi1).all()):
         raise ValueError("log_pi0, log_pi1 must be finite for the TI integrand")
     beta = _check_beta(beta, "beta")
-    q = _check_q(q)
+    q = check_q(q)
     _, a, base_is_ref, g, s = _log_power_mean(log_pi0, log_pi1, beta, q)
     # e^{s (log pi1 - ref)} - e^{s (log pi0 - ref)}, one of the exponents being 0.
     difference = np.where(base_is_ref, np.expm1(a), -np.expm1(a))
@@ -275,10 +275,18 @@ def _check_beta(beta: ArrayLike, name: str) -> np.ndarray:
     return beta
 
 
-def _check_q(q: ArrayLike) -> np.ndarray:
+def check_q(q: ArrayLike) -> np.ndarray:
+    """The path parameter ``q`` as a float array, or a ``ValueError`` naming it.
+
+    Any finite real number (an array of them for paths evaluated per point);
+    ``q = 1`` is the geometric path.
+    """
+    if isinstance(q, (bool, np.bool_)) or not isinstance(
+            q, (int, float, np.number, np.ndarray, list, tuple)):
+        raise ValueError(f"q must be finite (a real number; 1 is the geometric path), got {q!r}")
     q = np.asarray(q, dtype=float)
     if not np.isfinite(q).all():
-        raise ValueError(f"q must be finite (q = 1 is the geometric path), got {q}")
+        raise ValueError(f"q must be finite (a real number; 1 is the geometric path), got {q}")
     return q
 
 
@@ -308,7 +316,7 @@ def target_share(
     """
     log_pi0, log_pi1 = _check_log_densities(log_pi0, log_pi1)
     beta = _check_beta(beta, "beta")
-    s = 1.0 - _check_q(q)
+    s = 1.0 - check_q(q)
     if s == 0 or beta in (0, 1):
         return np.broadcast_to(beta, np.broadcast(log_pi0, log_pi1).shape).astype(float)
     logit = np.log(beta) - np.log1p(-beta) + s * (log_pi1 - log_pi0)

@@ -25,7 +25,7 @@ from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.outdir import Interrupted
 from stanflow.qpaths.kernels import check_schedule
-from stanflow.qpaths.qmath import _check_q
+from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.stan_moves import DATA_KEYS
 from stanflow.qpaths.ti import ti_result
 from stanflow.runs import RunSet, RunSpec
@@ -78,7 +78,7 @@ def thermodynamic_integration_stan(
         :func:`stanflow.qpaths.ti.thermodynamic_integration` (``log_z``,
         ``log_z_se``, ...).
     """
-    q = float(_check_q(q))
+    q = float(check_q(q))
     betas = check_schedule(schedule)
     if len(betas) % 2 == 0 or len(betas) < 3:
         raise ValueError(f"schedule must have an odd number (>= 3) of betas, got {len(betas)}")

@@ -28,7 +28,7 @@ from stanflow.qpaths.kernels import (
     rwm_move,
     rwm_moves,
 )
-from stanflow.qpaths.qmath import _check_q, dlog_qpath_dbeta
+from stanflow.qpaths.qmath import check_q, dlog_qpath_dbeta
 
 
 def thermodynamic_integration(
@@ -71,7 +71,7 @@ def thermodynamic_integration(
         discretisation errors combined in quadrature), ``log_z_mcse``,
         ``log_z_discretisation``, ``q``.
     """
-    q = float(_check_q(q))
+    q = float(check_q(q))
     check_counts(chains=(chains, 2), warmup=(warmup, 0), draws=(draws, 1))
     betas = check_schedule(schedule)
     if len(betas) % 2 == 0:

@@ -50,6 +50,7 @@ from stanflow.qpaths.kernels import (
     next_beta,
     rwm_moves,
 )
+from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
 
 MOVES = ("rwm", "nuts", "auto")
@@ -236,7 +237,7 @@ class LearningRatePath:
         weights: np.ndarray | None = None,
     ) -> None:
         target = PathTarget(program, weights)
-        self.q = _check_q(q)
+        self.q = float(check_q(q))
         minimum = MIN_PARTICLES_PER_PARAMETER * target.dim
         self.n_particles = _check_int(n_particles, "n_particles", minimum)
         self.n_moves = _check_int(n_moves, "n_moves", 1)
@@ -457,12 +458,6 @@ def check_omega_max(omega_max: Any) -> float:
     if not (math.isfinite(omega_max) and omega_max > 0):
         raise ValueError(f"omega_max must be positive and finite, got {omega_max!r}")
     return float(omega_max)
-
-
-def _check_q(q: Any) -> float:
-    if isinstance(q, bool) or not isinstance(q, (int, float, np.number)) or not math.isfinite(q):
-        raise ValueError(f"q must be a finite number (1 is the geometric path), got {q!r}")
-    return float(q)
 
 
 def _check_int(value: Any, name: str, low: int) -> int:

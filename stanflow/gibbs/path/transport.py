@@ -8,10 +8,11 @@ like ``exp(-c K)``). Here each resample gets particles of its own, by
 importance sampling and, where that is not enough, Metropolis-Hastings:
 
 - the **anchor**: the full data's posterior at ``omega``, its mean and
-  covariance from the path's level at or below ``omega`` (reweighted), refitted
-  by importance sampling from a multivariate t until half of
-  its draws are effective (the level's particles, a few random-walk moves from
-  their ancestors, can be off in tens of dimensions);
+  covariance refitted by importance sampling from a multivariate t until half
+  of its draws are effective, from the better of two starts: the path's level
+  at or below ``omega`` (reweighted; its particles, a few random-walk moves
+  from their ancestors, can be off in tens of dimensions) and the Laplace
+  approximation ``N(estimate, (omega n H)^-1)``;
 - a resample ``b`` (counts ``c_b``) is moved to its Gibbs posterior
   (:func:`~stanflow.gibbs.path.moving.move_block`: importance sampling with
   refitted proposals, then independent Metropolis-Hastings steps where that is
