@@ -180,11 +180,11 @@ class EvaluationForm:
     ) -> Iterator[tuple[slice, np.ndarray]]:
         """Rows ``(u, omega, weights)`` in blocks of at most :data:`ROW_BUDGET` doubles.
 
-        One buffer is reused, so each block must be used before the next is
-        asked for; weights shared by every row (``None``, meaning all 1, or
-        shape ``(n,)``) are written into it once, not once per row.
+        ``u`` is checked already (:meth:`check_points`). One buffer is reused,
+        so each block must be used before the next is asked for; weights shared
+        by every row (``None``, meaning all 1, or shape ``(n,)``) are written
+        into it once, not once per row.
         """
-        u = self.check_points(u)
         S, D = u.shape
         omega = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
         w = None if weights is None else np.asarray(weights, dtype=float)
@@ -215,8 +215,8 @@ class EvaluationForm:
         columns: int | None = None,
     ) -> np.ndarray:
         """``call`` on the rows' blocks, its results stacked, shape ``(S,)`` or ``(S, columns)``."""
-        S = len(self.check_points(u))
-        out = np.empty(S if columns is None else (S, columns))
+        u = self.check_points(u)
+        out = np.empty(len(u) if columns is None else (len(u), columns))
         for rows, block in self._blocks(u, omega, weights):
             out[rows] = call(block)
         return out
@@ -226,7 +226,8 @@ class EvaluationForm:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The target and its gradient's columns ``keep`` (the first ``keep``, or a slice)."""
         columns = slice(0, keep) if isinstance(keep, int) else keep
-        S = len(self.check_points(u))
+        u = self.check_points(u)
+        S = len(u)
         lp = np.empty(S)
         grad = np.empty((S, len(range(self.dim + 1 + self.n)[columns])))
         for rows, block in self._blocks(u, omega, weights):

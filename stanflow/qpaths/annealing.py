@@ -164,9 +164,17 @@ def smc(
             steps.append(info)
         records.append(np.array(steps))
         finals.append(state.particles.z)
+    log_z, se = _runs_log_z(records)
+    estimate: dict[str, object] = {"log_z": log_z, "log_z_se": se, "log_z_smc": log_z,
+                                   "log_z_smc_se": se}
+    if bridge:
+        bridged = _final_bridge(rng, log_pi1, np.concatenate(finals))
+        estimate |= bridged
+        if "log_z_bridge" in bridged:
+            estimate |= _combined(log_z, se, records, n_particles, bridged)
     return _to_idata(
         records,
-        bridged=_final_bridge(rng, log_pi1, np.concatenate(finals)) if bridge else None,
+        **estimate,
         algorithm="smc",
         q=q,
         n_particles=n_particles,
@@ -231,8 +239,11 @@ def ais(
             )
             steps.append(info)
         records.append(np.array(steps))
+    log_z, se = _runs_log_z(records)
     return _to_idata(
         records,
+        log_z=log_z,
+        log_z_se=se,
         algorithm="ais",
         q=q,
         n_particles=n_particles,
@@ -272,38 +283,48 @@ def _final_bridge(
     return {"log_z_bridge": found.log_marginal, "log_z_bridge_se": found.relative_error}
 
 
-def _to_idata(
-    records: Sequence[np.ndarray], bridged: dict[str, float | str] | None = None,
-    **attrs: object,
-) -> Results:
+def _per_run_log_z(records: Sequence[np.ndarray]) -> np.ndarray:
+    return np.array([r[:, STEP_FIELDS.index("log_z_increment")].sum() for r in records])
+
+
+def _runs_log_z(records: Sequence[np.ndarray]) -> tuple[float, float]:
+    """``log`` of the mean of the runs' ``Z`` and its delta-method standard error."""
+    per_run = _per_run_log_z(records)
+    z = np.exp(per_run - per_run.max())
+    log_z = float(np.log(z.mean()) + per_run.max())
+    return log_z, float(z.std(ddof=1) / np.sqrt(len(z)) / z.mean())
+
+
+def _combined(
+    log_z: float, se: float, records: Sequence[np.ndarray], n_particles: int,
+    bridged: dict[str, float | str],
+) -> dict[str, float]:
+    """SMC's and the bridge's ``log Z`` combined by inverse variance.
+
+    SMC's error from the spread of a few runs is itself noisy (one degree of
+    freedom for two runs): it is weighed by the larger of that and the steps'
+    ESS, ``var log Z ~ sum_t (1 / ESS_t - 1 / N)`` per run.
+    """
+    ess_steps = [r[:, STEP_FIELDS.index("ess")] for r in records]
+    floor = float(np.mean([np.sum(1 / e - 1 / n_particles) for e in ess_steps])) / len(records)
+    smc_se = max(se, np.sqrt(max(floor, 0.0)))
+    precision = np.array([smc_se, float(bridged["log_z_bridge_se"])]) ** -2.0
+    values = np.array([log_z, float(bridged["log_z_bridge"])])
+    return {"log_z": float(precision @ values / precision.sum()),
+            "log_z_se": float(precision.sum() ** -0.5)}
+
+
+def _to_idata(records: Sequence[np.ndarray], **attrs: object) -> Results:
+    """The ``smc`` group of the runs' step records; ``attrs`` (the estimate included) as given."""
     names = STEP_FIELDS
     n_steps = np.array([len(r) for r in records])
     padded = np.full((len(records), n_steps.max(), len(names)), np.nan)
     for i, r in enumerate(records):
         padded[i, : len(r)] = r
-    per_run = np.array([r[:, names.index("log_z_increment")].sum() for r in records])
-    z = np.exp(per_run - per_run.max())
-    log_z = float(np.log(z.mean()) + per_run.max())
-    se = float(z.std(ddof=1) / np.sqrt(len(z)) / z.mean())
-    estimate: dict[str, object] = {"log_z": log_z, "log_z_se": se, "log_z_smc": log_z,
-                                   "log_z_smc_se": se}
-    if bridged is not None:
-        estimate |= bridged
-        if "log_z_bridge" in bridged:
-            # SMC's error from the spread of a few runs is itself noisy (one degree of
-            # freedom for two runs): weigh it by the larger of that and the steps' ESS,
-            # var log Z ~ sum_t (1 / ESS_t - 1 / N) per run.
-            ess_steps = [r[:, names.index("ess")] for r in records]
-            n = int(attrs["n_particles"])  # type: ignore[call-overload]
-            floor = float(np.mean([np.sum(1 / e - 1 / n) for e in ess_steps])) / len(records)
-            smc_se = max(se, np.sqrt(max(floor, 0.0)))
-            precision = np.array([smc_se, float(bridged["log_z_bridge_se"])]) ** -2.0
-            values = np.array([log_z, float(bridged["log_z_bridge"])])
-            estimate |= {"log_z": float(precision @ values / precision.sum()),
-                         "log_z_se": float(precision.sum() ** -0.5)}
+    per_run = _per_run_log_z(records)
     group = xr.Dataset(
         {name: (("run", "step"), padded[..., k]) for k, name in enumerate(names)}
         | {"n_steps": ("run", n_steps), "log_z": ("run", per_run)},
-        attrs=estimate | attrs,
+        attrs=attrs,
     )
     return arviz_compat.build({"smc": group})

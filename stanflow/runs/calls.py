@@ -108,10 +108,11 @@ class Workers:
         executor = self.executor or LocalExecutor()
         results: list[Any] = [None] * len(items)
         folder = None if self.out_dir is None else Path(self.out_dir) / CALLS
-        names = [_call_name(fn, context, item) for item in items]
+        # only kept calls need names (each a digest of the pickled item)
+        names = [] if folder is None else [_call_name(fn, context, item) for item in items]
         pending = []
-        for index, name in enumerate(names):
-            kept = _read(folder / name) if folder is not None else _MISSING
+        for index in range(len(items)):
+            kept = _MISSING if folder is None else _read(folder / names[index])
             if kept is _MISSING:
                 pending.append(index)
             else:
@@ -138,6 +139,15 @@ class Workers:
                 f"{fn.__name__}: call {index + 1} of {len(items)} failed on "
                 f"{1 + self.retries} attempts; the last:\n{trace}")
         return results
+
+
+def as_workers(workers: Any) -> Workers:
+    """``workers`` checked (:meth:`Workers.validate`), ``Workers()`` for None."""
+    if workers is None:
+        return Workers()
+    if not isinstance(workers, Workers):
+        raise TypeError(f"workers must be a stanflow.runs.Workers, got {type(workers).__name__}")
+    return workers.validate()
 
 
 _MISSING = object()

@@ -265,6 +265,8 @@ class DaskExecutor(Executor):
         self._pending: Any = None
         self._stop_name = ""
         self._chunks: dict[str, Chunk] = {}
+        self._shared: tuple[Any, Any] | None = None
+        """The object last scattered by :meth:`run_calls` and its future."""
 
     @property
     def cores(self) -> int:
@@ -315,12 +317,16 @@ class DaskExecutor(Executor):
     ) -> Iterator[Call]:
         """As tasks on the cluster, ``shared`` scattered to every worker once.
 
-        Needs no :meth:`start`; the calls' own files (none, or a program's
-        compiled library) must be where the workers can see them.
+        The same object in the next call is not sent (nor unpickled by the
+        workers) again. Needs no :meth:`start`; the calls' own files (none, or
+        a program's compiled library) must be where the workers can see them.
         """
         if not self._client.nthreads():
             raise RuntimeError("the Dask cluster has no workers")
-        return _dask_calls(self._client, self._as_completed, fn, shared, items)
+        if self._shared is None or self._shared[0] is not shared:
+            [handle] = self._client.scatter([shared], broadcast=True, hash=False)
+            self._shared = (shared, handle)
+        return _dask_calls(self._client, self._as_completed, fn, self._shared[1], items)
 
     def stop(self) -> None:
         running = [] if self._pending is None else list(self._pending.futures)
@@ -337,9 +343,8 @@ class DaskExecutor(Executor):
             logger.warning("could not stop the Dask tasks of this run set: %s", error)
 
 
-def _dask_calls(client: Any, as_completed: Any, fn: Callable[[Any, Any], Any], shared: Any,
+def _dask_calls(client: Any, as_completed: Any, fn: Callable[[Any, Any], Any], handle: Any,
                 items: Sequence[Any]) -> Iterator[Call]:
-    [handle] = client.scatter([shared], broadcast=True, hash=False)
     futures = {}
     for index, item in enumerate(items):
         future = client.submit(fn, handle, item, key=f"stanflow-call-{uuid.uuid4().hex}", pure=False)
@@ -356,7 +361,6 @@ def _dask_calls(client: Any, as_completed: Any, fn: Callable[[Any, Any], Any], s
     finally:
         for _, future in futures.values():
             future.cancel()
-        del handle
 
 
 def missing_paths(paths: Sequence[str]) -> list[str]:

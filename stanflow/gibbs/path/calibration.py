@@ -34,7 +34,7 @@ from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_infe
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.shape import adjust_draws, sandwich_shape
-from stanflow.runs.calls import Workers
+from stanflow.runs.calls import Workers, as_workers
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
@@ -57,14 +57,13 @@ def program_shape(plugin: xr.Dataset) -> np.ndarray:
         program's parameters have fewer values than unconstrained coordinates,
         or more).
     """
-    group = plugin
-    if group.attrs.get("scale") == "unconstrained":
+    if plugin.attrs.get("scale") == "unconstrained":
         raise ValueError(
             "adjust='sandwich' moves draws on the parameters' own scale, but this "
             "program's H and J are on Stan's unconstrained scale (its parameters "
             "have constrained shapes such as simplexes); use adjust='none'"
         )
-    return sandwich_shape(group["sensitivity"].values, group["variability"].values)
+    return sandwich_shape(plugin["sensitivity"].values, plugin["variability"].values)
 
 
 def rules_on_path(
@@ -188,6 +187,7 @@ def calibrate_path(
         raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
     if omega_max is not None:
         omega_max = check_omega_max(omega_max)
+    workers = as_workers(workers)  # before the long work
     marks = dict(marks or {})
     for name, value in marks.items():
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):

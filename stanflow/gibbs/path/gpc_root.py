@@ -51,7 +51,7 @@ from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, PathCoverage
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.path.transport import TransportCoverage
-from stanflow.runs.calls import Workers
+from stanflow.runs.calls import Workers, as_workers
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
@@ -230,10 +230,7 @@ def path_gpc(
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
     if resamples not in RESAMPLES:
         raise ValueError(f"resamples must be one of {RESAMPLES}, got {resamples!r}")
-    if workers is not None:
-        if not isinstance(workers, Workers):
-            raise TypeError(f"workers must be a stanflow.runs.Workers, got {type(workers).__name__}")
-        workers.validate()
+    workers = as_workers(workers)
     start = time.perf_counter()
     indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
     problem = BootstrapProblem(path, indices, estimate, alpha, shape).checked()

@@ -247,12 +247,10 @@ def _resample_move(
 def t_log_density(z: np.ndarray, proposal: Proposal) -> np.ndarray:
     """Each resample's proposal's log density at its particles ``(R, S, d)``, shape ``(R, S)``,
     up to the constant :func:`t_draws` leaves out."""
-    R, S, d = z.shape
-    out = np.empty((R, S))
-    for j in range(R):
+    out = np.empty(z.shape[:2])
+    for j in range(len(z)):
         eps = solve_triangular(proposal.scale[j], (z[j] - proposal.mean[j]).T, lower=True).T
-        out[j] = (-0.5 * (DEGREES + d) * np.log1p(np.sum(eps**2, axis=1) / DEGREES)
-                  - np.sum(np.log(np.abs(np.diagonal(proposal.scale[j])))))
+        out[j] = _log_t(eps, proposal.scale[j])
     return out
 
 
@@ -278,10 +276,17 @@ def t_draws(
     for j, rng in enumerate(rngs):
         eps = rng.standard_normal((draws, d))
         eps /= np.sqrt(rng.chisquare(DEGREES, size=(draws, 1)) / DEGREES)
-        log_base = -0.5 * (DEGREES + d) * np.log1p(np.sum(eps**2, axis=1) / DEGREES)
         z[j] = mean[j] + eps @ scale[j].T
-        log_q[j] = log_base - np.sum(np.log(np.abs(np.diagonal(scale[j]))))
+        log_q[j] = _log_t(eps, scale[j])
     return z, log_q
+
+
+def _log_t(eps: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """The t's log density at ``mean + scale eps`` for standardised ``eps`` ``(S, d)``,
+    up to a constant common to all proposals of dimension ``d``."""
+    d = eps.shape[1]
+    return (-0.5 * (DEGREES + d) * np.log1p(np.sum(eps**2, axis=1) / DEGREES)
+            - np.sum(np.log(np.abs(np.diagonal(scale)))))
 
 
 def kish(log_w: np.ndarray) -> np.ndarray:

@@ -71,7 +71,7 @@ from stanflow.gibbs.path.moving import (
 )
 from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
-from stanflow.runs.calls import Workers
+from stanflow.runs.calls import Workers, as_workers
 
 DRAWS = 400
 """Particles per resample by default."""
@@ -145,9 +145,7 @@ class TransportCoverage:
         self.counts = resample_counts(problem.indices, path.target.n).astype(float)
         self.estimate = problem.estimate
         self.alpha = problem.alpha
-        if workers is not None and not isinstance(workers, Workers):
-            raise TypeError(f"workers must be a stanflow.runs.Workers, got {type(workers).__name__}")
-        self.workers = (workers or Workers()).validate()
+        self.workers = as_workers(workers)
         self.settings = MoveSettings(draws, float(target_ess), max_passes, max_steps)
         self.draws = draws
         self.target_ess = target_ess
