@@ -9,6 +9,7 @@ Python process alone, so that stanflow itself must stop the executables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -27,7 +28,7 @@ from stanflow import outdir
 from stanflow.models import compile_model
 from stanflow.qpaths.stan_ti import thermodynamic_integration_stan
 from stanflow.runs import DaskExecutor, RunSet, RunSpec, resume
-from stanflow.runs.manifest import MANIFEST_FILE, read_manifest
+from stanflow.runs.manifest import MANIFEST_FILE, Manifest, read_manifest
 
 pytestmark = pytest.mark.e2e
 
@@ -178,6 +179,40 @@ def test_ctrl_c_keeps_the_finished_runs_and_resume_completes_the_rest(
     (reference,) = list(alone.run(progress=False))
     by_index = {result.index: result for result in resumed.results()}
     assert np.array_equal(by_index[later].draws().values, reference.draws().values)
+
+
+@pytest.mark.parametrize("where", ["local", "dask"])
+def test_a_run_ending_as_ctrl_c_lands_is_recorded_not_lost(model, tmp_path, monkeypatch, where):
+    # the Ctrl-C lands after a run's files are in place, before its manifest line
+    append = Manifest.append
+    calls = []
+
+    def ctrl_c_at_the_first_record(manifest, outcome):
+        calls.append(outcome.index)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return append(manifest, outcome)
+
+    monkeypatch.setattr(Manifest, "append", ctrl_c_at_the_first_record)
+    runset = RunSet(model, specs(6, spin=3_000), out_dir=tmp_path / "set", root_seed=4)
+    folder = runset.out_dir
+    with contextlib.ExitStack() as stack:
+        executor = None
+        if where == "dask":
+            cluster = stack.enter_context(distributed.LocalCluster(
+                n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None))
+            executor = DaskExecutor(stack.enter_context(distributed.Client(cluster)))
+        with pytest.raises(outdir.Interrupted):
+            list(runset.run(executor, chunk_size=2, progress=False))
+
+    records = read_manifest(folder)
+    assert calls[0] in records  # the run whose record the Ctrl-C cut off
+    assert {r.status for r in records.values()} == {"ok"}
+    assert run_files(folder, "output") == {f"run-{i:05d}.csv" for i in records}
+    assert run_files(folder, "logs") == {f"run-{i:05d}.1.log" for i in records}
+    monkeypatch.setattr(Manifest, "append", append)
+    assert resume(folder, progress=False).missing() == []
+    assert len((folder / MANIFEST_FILE).read_text().splitlines()) == 6  # none run twice
 
 
 def test_leaving_the_loop_early_stops_the_runs_and_keeps_the_finished(model, tmp_path):

@@ -5,7 +5,8 @@ Both have the same small interface, used by :meth:`stanflow.runs.RunSet.run`:
 ``outcomes()`` yielding each job's :class:`~stanflow.runs.jobs.Outcome` as it
 arrives (chunks submitted while iterating included), ``stop()`` to abandon
 what is still running, promptly (its executable processes are killed), and
-``unread()``, the outcomes that arrived as it stopped. In-process work that
+``finished()``, once stopped, every outcome of the jobs that ended (yielded or
+not: a Ctrl-C can land between a job's end and its record). In-process work that
 is not a CmdStan run (a function of NumPy arrays and a Stan program loaded in
 process) runs through ``run_calls(fn, shared, items)``, with
 :class:`stanflow.runs.Workers` keeping the results and retrying failures.
@@ -34,6 +35,9 @@ from stanflow.runs.jobs import Chunk, Outcome
 
 logger = logging.getLogger("stanflow.runs")
 
+STOP_WAIT_SECONDS = 5.0
+"""How long a Dask stop waits for its tasks to end and report the jobs that ended."""
+
 
 class Executor(ABC):
     """Runs chunks of jobs and streams their outcomes back."""
@@ -59,13 +63,14 @@ class Executor(ABC):
     def stop(self) -> None:
         """Abandon queued chunks and end running ones, killing their processes."""
 
-    def unread(self) -> list[Outcome]:
-        """Outcomes that arrived without :meth:`outcomes` yielding them, once stopped.
+    @abstractmethod
+    def finished(self) -> list[Outcome]:
+        """Once stopped, the outcome of every job that ended since :meth:`start`.
 
-        Jobs that ended in the instant the run set stopped (Ctrl-C); by
-        default none are kept.
+        Those :meth:`outcomes` yielded and those it had not yet: a job can end
+        in the instant the run set stops (Ctrl-C), its files already in place.
+        The run set records those its manifest lacks.
         """
-        return []
 
     @abstractmethod
     def run_calls(
@@ -126,7 +131,7 @@ class LocalExecutor(Executor):
             raise ValueError(f"cores must be an int >= 1, got {cores!r}")
         self._cores = int(cores)
         self._state: _LocalState | None = None
-        self._unread: list[Outcome] = []
+        self._finished: list[Outcome] = []
 
     @property
     def cores(self) -> int:
@@ -134,7 +139,7 @@ class LocalExecutor(Executor):
 
     def start(self, paths: Sequence[str]) -> None:
         self._state = _LocalState(free=self._cores)
-        self._unread = []
+        self._finished = []
 
     def submit(self, chunk: Chunk) -> None:
         state = self._running()
@@ -161,10 +166,10 @@ class LocalExecutor(Executor):
         for thread in state.threads:
             if thread.ident is not None:  # an interrupt may come between append and start
                 thread.join()
-        self._unread = _outcomes_left(state.events)
+        self._finished = list(state.finished)
 
-    def unread(self) -> list[Outcome]:
-        return list(self._unread)
+    def finished(self) -> list[Outcome]:
+        return list(self._finished)
 
     def run_calls(
         self, fn: Callable[[Any, Any], Any], shared: Any, items: Sequence[Any]
@@ -211,23 +216,20 @@ class _LocalState:
     )
     stop: threading.Event = field(default_factory=threading.Event)
     threads: list[threading.Thread] = field(default_factory=list)
+    finished: list[Outcome] = field(default_factory=list)
+    """Every outcome, kept by the worker threads before it is queued."""
 
 
 def _local_worker(chunk: Chunk, cores: int, state: _LocalState) -> None:
+    def report(outcome: Outcome) -> None:
+        # in this thread, which no Ctrl-C interrupts: kept before it can be lost
+        state.finished.append(outcome)
+        state.events.put(outcome)
+
     try:
-        run_chunk(chunk, state.events.put, state.stop)
+        run_chunk(chunk, report, state.stop)
     finally:
         state.events.put(_Released(cores))
-
-
-def _outcomes_left(events: queue.SimpleQueue[Outcome | _Released]) -> list[Outcome]:
-    """The outcomes still in ``events``, whose worker threads have all ended."""
-    left = []
-    while not events.empty():
-        item = events.get_nowait()
-        if isinstance(item, Outcome):
-            left.append(item)
-    return left
 
 
 class DaskExecutor(Executor):
@@ -239,8 +241,10 @@ class DaskExecutor(Executor):
     one run. The workers must have stanflow installed and see the run folder
     and the executable at the same paths as this process (a shared filesystem);
     :meth:`start` checks that before anything is submitted. :meth:`stop`
-    cancels the queued tasks and sets a ``distributed.Event`` on which the
-    running ones kill their processes (within about a second).
+    sets a ``distributed.Event`` on which the running tasks kill their
+    processes (within about a second) and the queued ones end at once, waits
+    for them to return the outcomes of the jobs that ended (at most
+    ``STOP_WAIT_SECONDS``), and cancels what has not ended by then.
 
     Parameters
     ----------
@@ -250,7 +254,7 @@ class DaskExecutor(Executor):
 
     def __init__(self, client: Any) -> None:
         try:
-            from distributed import Client, Event, as_completed
+            from distributed import Client, Event, as_completed, wait
         except ImportError as error:
             raise ImportError(
                 "DaskExecutor needs dask.distributed: pip install 'stanflow[dask]'"
@@ -262,7 +266,11 @@ class DaskExecutor(Executor):
         self._client = client
         self._as_completed = as_completed
         self._event = Event
+        self._wait = wait
         self._pending: Any = None
+        self._submitted: list[Any] = []
+        """Every task of this start: :meth:`finished` reads those that ended."""
+        self._finished: list[Outcome] = []
         self._stop_name = ""
         self._chunks: dict[str, Chunk] = {}
         self._shared: tuple[Any, Any] | None = None
@@ -286,6 +294,7 @@ class DaskExecutor(Executor):
         self._pending = self._as_completed()
         self._stop_name = f"stanflow-stop-{uuid.uuid4().hex}"
         self._chunks = {}
+        self._submitted = []
 
     def submit(self, chunk: Chunk) -> None:
         if self._pending is None:
@@ -295,6 +304,7 @@ class DaskExecutor(Executor):
             run_chunk_collect, chunk, self._stop_name, key=key, pure=False
         )
         self._chunks[key] = chunk
+        self._submitted.append(future)
         self._pending.add(future)
 
     def outcomes(self) -> Iterator[Outcome]:
@@ -329,19 +339,32 @@ class DaskExecutor(Executor):
         return _dask_calls(self._client, self._as_completed, fn, self._shared[1], items)
 
     def stop(self) -> None:
-        running = [] if self._pending is None else list(self._pending.futures)
+        submitted, self._submitted = self._submitted, []
         self._pending = None
         self._chunks = {}
+        self._finished = []
         # best effort: a scheduler that cannot be reached (a reason to press
         # Ctrl-C) must not turn the stop into a network error
         try:
-            if running:
-                self._event(self._stop_name, client=self._client).set()
-            for future in running:
-                future.cancel()
+            if not submitted:
+                return
+            self._event(self._stop_name, client=self._client).set()
+            # told to stop, the running tasks end within a second with the
+            # outcomes of their jobs that ended; the queued ones start and end
+            try:
+                self._wait(submitted, timeout=STOP_WAIT_SECONDS)
+            except TimeoutError:
+                logger.warning("the Dask tasks of this run set did not stop in time")
+            for future in submitted:
+                if future.status == "finished":
+                    self._finished.extend(future.result())
+                else:
+                    future.cancel()
         except (OSError, TimeoutError) as error:
             logger.warning("could not stop the Dask tasks of this run set: %s", error)
 
+    def finished(self) -> list[Outcome]:
+        return list(self._finished)
 
 def _dask_calls(client: Any, as_completed: Any, fn: Callable[[Any, Any], Any], handle: Any,
                 items: Sequence[Any]) -> Iterator[Call]:

@@ -79,7 +79,7 @@ def run_session(
                 except (KeyboardInterrupt, GeneratorExit) as stopped:
                     # Ctrl-C here, or in the caller's loop (which then closes this)
                     executor.stop()
-                    session.keep_finished(executor.unread(), manifest)
+                    session.keep_finished(executor.finished(), manifest)
                     if isinstance(stopped, GeneratorExit):
                         raise
                     raise _interrupted(folder, plan) from None  # one message, not two
@@ -105,8 +105,8 @@ class Session:
     retries : int
     timeout : float or None
         As given to :meth:`RunSet.run`.
-    running : dict of int to Job
-        The job of each run submitted whose outcome is not recorded yet.
+    jobs : dict of int to Job
+        The latest job submitted of each run.
     """
 
     folder: Path
@@ -115,11 +115,11 @@ class Session:
     first: dict[int, int]
     retries: int
     timeout: float | None
-    running: dict[int, Job] = field(default_factory=dict)
+    jobs: dict[int, Job] = field(default_factory=dict)
 
     def submit(self, executor: Executor, chunk: Chunk) -> None:
-        """Submit ``chunk``, its jobs running until their outcome is recorded."""
-        self.running.update((job.index, job) for job in chunk.jobs)
+        """Submit ``chunk``."""
+        self.jobs.update((job.index, job) for job in chunk.jobs)
         executor.submit(chunk)
 
     def final(self, outcome: Outcome) -> bool:
@@ -132,14 +132,10 @@ class Session:
     ) -> Iterator[RunResult]:
         """Record each outcome as it arrives, then yield or retry its run; a progress bar."""
         with tqdm(
-            total=len(self.running), disable=not progress, unit="run", desc="runs"
+            total=len(self.jobs), disable=not progress, unit="run", desc="runs"
         ) as bar:
             for outcome in executor.outcomes():
                 run = self.plan.runs[outcome.index]
-                # out of `running` first: an interrupt between the two lines then
-                # leaves an unrecorded run (redone later), never a recorded run
-                # whose console the clean-up would delete
-                del self.running[run.index]
                 record = manifest.append(outcome)
                 if not self.final(outcome):
                     self._retry(executor, run, outcome)
@@ -156,18 +152,27 @@ class Session:
                 yield run_result(self.folder, run, record)
 
     def keep_finished(self, outcomes: Iterable[Outcome], manifest: Manifest) -> None:
-        """After a stop: record the runs that succeeded as it came, drop the others' consoles.
+        """After a stop: record the runs that succeeded unrecorded, drop the others' consoles.
 
-        The jobs still running were killed (or had not started), so their
-        console text is cut short; a later attempt under the same number
+        ``outcomes`` are every outcome of the session (:meth:`Executor.finished`);
+        the manifest on disk says which are recorded, so a Ctrl-C anywhere
+        between a run's end (its files moved into place) and its record loses
+        nothing. The jobs still running were killed (or had not started), so
+        their console text is cut short; a later attempt under the same number
         writes it anew.
         """
+        records = read_manifest(self.folder)
+
+        def recorded(index: int, attempt: int) -> bool:
+            # attempts of a run are recorded in order: the latest covers earlier ones
+            return index in records and records[index].attempt >= attempt
+
         for outcome in outcomes:
-            if outcome.status == "ok" and outcome.index in self.running:
-                manifest.append(outcome)
-                del self.running[outcome.index]
-        for job in self.running.values():
-            Path(job.console).unlink(missing_ok=True)
+            if outcome.status == "ok" and not recorded(outcome.index, outcome.attempt):
+                records[outcome.index] = manifest.append(outcome)
+        for job in self.jobs.values():
+            if not recorded(job.index, job.attempt):
+                Path(job.console).unlink(missing_ok=True)
 
     def chunks(
         self, attempts: Sequence[tuple[PlannedRun, int]], cores: int, size: int | None
