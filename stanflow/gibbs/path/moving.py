@@ -21,10 +21,13 @@ For each resample (counts ``c``, proposal a multivariate t with
 - still below, its draws are resampled by their weights and moved by
   independent Metropolis-Hastings steps from its best proposal (at most
   ``max_steps``), the proposal refitted to the particles' mean (and
-  covariance, as above) every :data:`REFIT_EVERY` steps: each step exact for
-  its posterior. Its effective size then counts the
-  particles that moved at least once (share ``f``) as fresh draws and the
-  others as the resampled set's, ``ESS = f S + (1 - f) ESS_0``.
+  covariance, once that many have moved) every :data:`REFIT_EVERY` steps;
+  each step's fresh draws are an importance sample of their own, and the
+  resample keeps the one with the largest effective size
+  (:func:`_adapt_by_moves`). Its placement is always an importance sample,
+  weighted exactly, with its Kish effective size: never the moved
+  particles, whose distance from the posterior after a few steps no
+  effective size states honestly.
 """
 
 from __future__ import annotations
@@ -58,17 +61,12 @@ class Placement(NamedTuple):
     loss : ndarray, shape (R, S)
         ``c_b . l`` at them.
     log_rest : ndarray, shape (R, S)
-        The log weight at ``omega = 0``: ``log pi(z) - log q_b(z)`` for
-        importance-sampled particles, 0 for equally weighted ones.
-    quality : ndarray, shape (R,)
-        The effective size's share of the weights' Kish size (below 1 once
-        resampled particles share values).
+        The importance log weight at ``omega = 0``: ``log pi(z) - log q_b(z)``.
     """
 
     z: np.ndarray
     loss: np.ndarray
     log_rest: np.ndarray
-    quality: np.ndarray
 
     def log_weights(self, omega: float) -> np.ndarray:
         """Each resample's log weights at ``omega``, shape ``(R, S)``."""
@@ -76,7 +74,7 @@ class Placement(NamedTuple):
 
     def ess(self, omega: float) -> np.ndarray:
         """Each resample's effective sample size at ``omega``, shape ``(R,)``."""
-        return kish(self.log_weights(omega)) * self.quality
+        return kish(self.log_weights(omega))
 
 
 class Proposal(NamedTuple):
@@ -98,6 +96,9 @@ class MoveSettings(NamedTuple):
 
     draws: int
     target_ess: float
+    keep_ess: float
+    """A resample whose best effective size is at least ``keep_ess * draws`` and has not
+    grown in :data:`REFIT_EVERY` steps stops short of ``target_ess``."""
     max_passes: int
     max_steps: int
 
@@ -134,6 +135,9 @@ class Moved(NamedTuple):
     Attributes
     ----------
     placement : Placement
+    proposal : Proposal
+        The proposal each resample's placement was drawn from (where a later
+        move of it starts).
     steps : int
         Independent Metropolis-Hastings steps, summed over the block's resamples.
     accepted : float
@@ -141,6 +145,7 @@ class Moved(NamedTuple):
     """
 
     placement: Placement
+    proposal: Proposal
     steps: int
     accepted: float
 
@@ -175,12 +180,13 @@ def move_block(target: PathTarget, task: MoveTask) -> Moved:
         better = candidate.ess(omega) > best.ess(omega)[short]
         best = put(best, short[better], take(candidate, np.flatnonzero(better)))
         best_proposal = put(best_proposal, short[better], take(proposal, short[better]))
-    poor = np.flatnonzero(best.ess(omega) < wanted)
+    poor = np.flatnonzero(best.ess(omega) < settings.keep_ess * settings.draws)
     if not poor.size or not settings.max_steps:
-        return Moved(best, 0, 0.0)
-    moved = _resample_move(target, [rngs[j] for j in poor], take(best_proposal, poor),
-                           task.counts[poor], omega, take(best, poor), settings)
-    return moved._replace(placement=put(best, poor, moved.placement))
+        return Moved(best, best_proposal, 0, 0.0)
+    moved = _adapt_by_moves(target, [rngs[j] for j in poor], take(best_proposal, poor),
+                            task.counts[poor], omega, take(best, poor), settings)
+    return moved._replace(placement=put(best, poor, moved.placement),
+                          proposal=put(best_proposal, poor, moved.proposal))
 
 
 def _sample(
@@ -191,57 +197,75 @@ def _sample(
     the proposal's log density at them."""
     z, log_q = t_draws(rngs, proposal.mean, proposal.scale, draws)
     prior, loss = prior_and_resample_loss(target, z, counts)
-    return Placement(z, loss, prior - log_q, np.ones(len(rngs))), log_q
+    return Placement(z, loss, prior - log_q), log_q
 
 
-def _resample_move(
+def _adapt_by_moves(
     target: PathTarget, rngs: list[np.random.Generator], proposal: Proposal,
     counts: np.ndarray, omega: float, start: Placement, settings: MoveSettings,
 ) -> Moved:
-    """Resample by the weights, then independent Metropolis-Hastings steps with the proposal,
-    refitted to the particles every :data:`REFIT_EVERY` steps (adaptive independence sampler:
-    the moved particles describe the posterior better than the importance weights did)."""
+    """Importance sampling from proposals fitted to particles that an independence sampler moves.
+
+    The particles, resampled by ``start``'s weights, take independent
+    Metropolis-Hastings steps with the proposal, which is refitted to them
+    every :data:`REFIT_EVERY` steps: equally weighted, they describe the
+    posterior's spread better than degenerate weights do. Every step's fresh
+    draws are also importance draws from the proposal of that step, weighted
+    exactly; a resample keeps the set with the largest effective size, and its
+    moves end when that reaches ``target_ess * S``, or when it is at least
+    ``keep_ess * S`` and has not grown for :data:`REFIT_EVERY` steps (in tens
+    of dimensions a fitted t rarely reaches half of its draws effective; more
+    steps then buy little). The particles themselves
+    are never the placement: how far a chain of a few steps is from its
+    posterior has no honest effective size, an importance sample's has.
+    """
     R, S, d = start.z.shape
     log_w = start.log_weights(omega)
-    ess0 = kish(log_w)
+    best, best_ess = start, kish(log_w)
     pick = np.stack([resample(rngs[j], log_w[j], "systematic") for j in range(R)])
     take_rows = np.arange(R)[:, None], pick
     log_target = log_w + t_log_density(start.z, proposal)
-    z, loss, log_target = start.z[take_rows], start.loss[take_rows], log_target[take_rows]
+    z, log_target = start.z[take_rows], log_target[take_rows]
     mean, scale = proposal.mean.copy(), proposal.scale.copy()
+    best_proposal = Proposal(mean.copy(), scale.copy())
     log_q = t_log_density(z, Proposal(mean, scale))
     moved_once = np.zeros((R, S), bool)
+    wanted, enough = settings.target_ess * S, settings.keep_ess * S
+    grown = np.zeros(R, np.int64)  # the last step at which the best grew
     active = np.arange(R)
     steps, accepted = 0, 0.0
     for step in range(settings.max_steps):
         if step and step % REFIT_EVERY == 0:
-            effective = moved_once.mean(axis=1) * S + (1 - moved_once.mean(axis=1)) * ess0
             for j in active:
                 m, c = moments(z[j], np.zeros(S))
                 mean[j] = m
-                if effective[j] >= SCALE_FIT * d:
+                if moved_once[j].sum() >= SCALE_FIT * d:
                     scale[j] = cholesky(c)
             log_q[active] = t_log_density(z[active], Proposal(mean[active], scale[active]))
         live = [rngs[j] for j in active]
         fresh, fresh_q = _sample(target, live, Proposal(mean[active], scale[active]),
                                  counts[active], S)
         log_new = fresh.log_weights(omega)
+        fresh_ess = kish(log_new)
+        better = np.flatnonzero(fresh_ess > best_ess[active])
+        best = put(best, active[better], take(fresh, better))
+        best_ess[active[better]] = fresh_ess[better]
+        best_proposal.mean[active[better]] = mean[active[better]]
+        best_proposal.scale[active[better]] = scale[active[better]]
+        grown[active[better]] = step
         u = np.stack([rng.uniform(size=S) for rng in live])
         accept = np.log(u) < log_new - (log_target[active] - log_q[active])
         z[active] = np.where(accept[:, :, None], fresh.z, z[active])
-        loss[active] = np.where(accept, fresh.loss, loss[active])
         log_target[active] = np.where(accept, log_new + fresh_q, log_target[active])
         log_q[active] = np.where(accept, fresh_q, log_q[active])
         moved_once[active] |= accept
         steps += len(active)
         accepted += float(accept.mean(axis=1).sum())
-        share = moved_once[active].mean(axis=1)
-        active = active[share * S + (1 - share) * ess0[active] < settings.target_ess * S]
+        stalled = (best_ess[active] >= enough) & (step - grown[active] >= REFIT_EVERY)
+        active = active[(best_ess[active] < wanted) & ~stalled]
         if not active.size:
             break
-    share = moved_once.mean(axis=1)
-    quality = (share * S + (1 - share) * ess0) / S
-    return Moved(Placement(z, loss, omega * loss, quality), steps, accepted)
+    return Moved(best, best_proposal, steps, accepted)
 
 
 def t_log_density(z: np.ndarray, proposal: Proposal) -> np.ndarray:

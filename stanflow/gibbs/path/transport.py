@@ -21,8 +21,10 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
   (``H`` and the per-observation gradients ``g_i`` of the plug-in,
   :meth:`~stanflow.gibbs.program.LossProgram.sandwich`);
 - at another ``omega`` the particles are reweighted by ``exp(-(omega' -
-  omega) c_b . l)``; a resample below ``target_ess * S`` there is moved again,
-  its proposal starting from its particles' moments.
+  omega) c_b . l)``; a resample below :data:`KEEP_ESS` ``* S`` there is moved
+  again, its proposal starting from its particles' moments. Its particles
+  are always an importance sample weighted exactly, so its effective size is
+  the weights' (Kish's), never a guess at how far a chain has mixed.
 
 Its region's statistic is cross-fitted
 (:func:`~stanflow.gibbs.path.coverage.region_statistic_per_resample`), and a
@@ -56,7 +58,6 @@ from stanflow.gibbs.path.coverage import (
     region_statistic_per_resample,
 )
 from stanflow.gibbs.path.moving import (
-    SCALE_FIT,
     MoveSettings,
     MoveTask,
     Placement,
@@ -76,7 +77,10 @@ from stanflow.runs.calls import Workers, as_workers
 DRAWS = 400
 """Particles per resample by default."""
 TARGET_ESS = 0.5
-"""A resample is moved again while its effective size is below this share of ``S``."""
+"""A resample is moved until its effective size reaches this share of ``S`` (or its moves run out)."""
+KEEP_ESS = 0.3
+"""A resample's particles serve another ``omega``, reweighted, while their effective size
+there stays at or above this share of ``S``; below it they are moved again."""
 MAX_PASSES = 3
 """Proposal fits per move at most (the first included)."""
 ANCHOR_PASSES = 5
@@ -99,6 +103,10 @@ class TransportCoverage:
     draws : int, default :data:`DRAWS`
         Particles per resample, ``S``.
     target_ess : float, default :data:`TARGET_ESS`
+        A resample is moved until its effective size reaches ``target_ess * S``
+        (or ``max_steps`` run out, or it stalls above the keep share); it is
+        moved again at an ``omega`` where its effective size falls below
+        ``min(KEEP_ESS, target_ess) * S``, the keep share.
     max_passes : int, default :data:`MAX_PASSES`
     max_steps : int, default :data:`MAX_STEPS`
     seed : int, default 0
@@ -146,7 +154,8 @@ class TransportCoverage:
         self.estimate = problem.estimate
         self.alpha = problem.alpha
         self.workers = as_workers(workers)
-        self.settings = MoveSettings(draws, float(target_ess), max_passes, max_steps)
+        self.settings = MoveSettings(draws, float(target_ess), min(KEEP_ESS, float(target_ess)),
+                                     max_passes, max_steps)
         self.draws = draws
         self.target_ess = target_ess
         self.shape = problem.shape
@@ -156,6 +165,9 @@ class TransportCoverage:
         self._context = target_digest(path.target)
         self.first_order = first_order(path, self.estimate, self.counts)
         self.placement: Placement | None = None
+        self.proposals: Proposal | None = None
+        """Each resample's proposal of its placement, and the ``omega`` it was for."""
+        self._proposal_omega = np.zeros(len(self.counts))
         self._placed_theta: np.ndarray | None = None
         self._anchors: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.region: np.ndarray | None = None
@@ -175,7 +187,7 @@ class TransportCoverage:
             self.path.extend(omega)
         B = len(self.counts)
         ess = np.zeros(B) if self.placement is None else self.placement.ess(omega)
-        stale = np.flatnonzero(ess < self.target_ess * self.draws)
+        stale = np.flatnonzero(ess < self.settings.keep_ess * self.draws)
         if stale.size:
             self._move(omega, stale)
         assert self.placement is not None
@@ -215,12 +227,16 @@ class TransportCoverage:
             full_mean + self.first_order.shifts[rows],
             np.broadcast_to(cholesky(full_cov), (len(rows), d, d)).copy(),
         )
-        if self.placement is not None:
-            # A resample placed before starts from the moments its particles have at omega.
-            log_w = self.placement.log_weights(omega)[rows]
-            for j in np.flatnonzero(kish(log_w) >= SCALE_FIT * d):
-                m, c = moments(self.placement.z[rows[j]], log_w[j])
-                proposal.mean[j], proposal.scale[j] = m, cholesky(c)
+        if self.proposals is not None and self.placement is not None:
+            # A resample placed before starts from its particles' mean at omega and
+            # its last proposal's scale, widened as its posterior is (by omega_then / omega).
+            placed = np.flatnonzero(self._proposal_omega[rows] > 0)
+            widen = np.sqrt(self._proposal_omega[rows[placed]] / omega)
+            proposal.scale[placed] = self.proposals.scale[rows[placed]] * widen[:, None, None]
+            proposal.mean[placed] = self.proposals.mean[rows[placed]]
+            log_w = self.placement.log_weights(omega)[rows[placed]]
+            for j in np.flatnonzero(kish(log_w) >= 3):
+                proposal.mean[placed[j]] = moments(self.placement.z[rows[placed[j]]], log_w[j])[0]
         blocks = [np.arange(i, min(i + BLOCK, len(rows))) for i in range(0, len(rows), BLOCK)]
         tasks = [
             MoveTask(omega, self.counts[rows[block]],
@@ -235,6 +251,12 @@ class TransportCoverage:
         self.steps += sum(m.steps for m in moved)
         self._accepted += sum(m.accepted for m in moved)
         self._store(rows, concatenate([m.placement for m in moved]))
+        used = concatenate([m.proposal for m in moved])
+        if self.proposals is None:
+            self.proposals = used
+        else:
+            self.proposals = put(self.proposals, rows, used)
+        self._proposal_omega[rows] = omega
 
     def _anchor(self, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The full data's posterior mean and covariance at ``omega``, and the covariance
