@@ -59,11 +59,15 @@ QUOTED = {
     ],
     "bridgesampling_log_z": [
         ["command"], ["machine", "date"], ["versions", "r_bridgesampling"],
-        ["settings", "seeds"], ["nuts_median_seconds"],
-        *(["methods", method, key] for method in (
-            "bridgesampling_normal", "bridgesampling_warp3", "stanflow_bridge",
-            "stanflow_smc_1000",
-        ) for key in ("median_abs_error", "mean_error", "sd_error", "median_seconds")),
+        ["settings", "seeds"],
+        *(["problems", problem, key] for problem in ("pima", "lasso")
+          for key in ("sampling_median_seconds", "settings")),
+        *(["problems", problem, "settings", key] for problem in ("pima", "lasso")
+          for key in ("log_z_truth", "log_z_truth_se")),
+        *(["problems", problem, "methods", method, key] for problem in ("pima", "lasso")
+          for method in ("bridgesampling_normal", "bridgesampling_warp3", "stanflow_bridge",
+                         "stanflow_smc", "stanflow_ti")
+          for key in ("median_abs_error", "mean_error", "sd_error", "median_seconds")),
     ],
     "smc_log_z": [
         ["command"], ["machine", "date"], ["settings", "particles"], ["settings", "seeds"],
@@ -197,22 +201,30 @@ def test_every_number_of_the_smc_table_is_the_committed_one() -> None:
 
 def test_every_number_of_the_bridgesampling_table_is_the_committed_one() -> None:
     data = committed("bridgesampling_log_z")
-    text = section("### Marginal likelihood from posterior draws against bridgesampling")
+    text = section("### Marginal likelihood against bridgesampling, SMC and TI")
     names = {"bridgesampling, normal": "bridgesampling_normal",
              "bridgesampling, warp3": "bridgesampling_warp3",
              "stanflow `bridge_sampling`": "stanflow_bridge",
-             "stanflow `smc` (no draws)": "stanflow_smc_1000"}
+             "stanflow `smc` (no draws)": "stanflow_smc",
+             "stanflow `thermodynamic_integration` (no draws)": "stanflow_ti"}
+    problems = {"Pima": "pima", "Bayesian lasso": "lasso"}
     table = rows(text)
-    for label, method in names.items():
-        summary = data["methods"][method]
+    checked = 0
+    for (problem, label), cells in table.items():
+        summary = data["problems"][problems[problem]]["methods"][names[label]]
         values = [summary[k] for k in ("median_abs_error", "mean_error", "sd_error",
                                        "median_estimated_error", "median_seconds")]
-        assert all(shown(q, v) for q, v in zip(table[(label,)], values, strict=True)), label
-    methods = data["methods"]
-    speed = (methods["bridgesampling_normal"]["median_seconds"]
-             / methods["stanflow_bridge"]["median_seconds"])
-    assert f"{speed:.1f}x faster" in text
-    assert f"{data['nuts_median_seconds']:.1f} s median" in text
+        assert all(shown(q, v) for q, v in zip(cells, values, strict=True)), (problem, label)
+        checked += 1
+    assert checked == len(problems) * len(names)
+    for name, problem in data["problems"].items():
+        methods = problem["methods"]
+        speed = (methods["bridgesampling_normal"]["median_seconds"]
+                 / methods["stanflow_bridge"]["median_seconds"])
+        assert f"{speed:.1f}x faster" in text
+        assert f"a median of {problem['sampling_median_seconds']:.1f} s per seed" in text
+        truth = problem["settings"]
+        assert f"{truth['log_z_truth']:.4f} (standard error {truth['log_z_truth_se']:.4f})" in text
 
 
 QUANTREG_METHODS = {

@@ -1,29 +1,44 @@
-# bridgesampling's log marginal likelihood of Bayesian logistic regression on given draws,
-# for many seeds, in one R process.
+# bridgesampling's log marginal likelihood on given draws, for many seeds, in one R process.
 #
-# Usage: Rscript bridgesampling_fit.R DATA.csv DRAWS_DIR SEEDS OUT.csv
-#   DATA.csv: columns y (+-1) and the design matrix's columns (intercept included).
+# Usage: Rscript bridgesampling_fit.R MODEL DATA.csv DRAWS_DIR SEEDS OUT.csv [LAM SIGMA]
+#   MODEL: "logistic" or "lasso".
+#   DATA.csv: column y and the design matrix's columns.
 #   DRAWS_DIR/draws_<seed>.csv for seed in 0 .. SEEDS - 1: one row per posterior draw,
 #   one column per coefficient (the names become the parameter names).
-#   Model: z ~ N(0, 5^2 I), log p(y | z) = sum(log plogis(y * X z)), every constant kept.
+#   Models, every constant kept:
+#     logistic: y in {-1, 1}, z ~ N(0, 5^2 I), log p(y | z) = sum(log plogis(y * X z));
+#     lasso: y ~ N(X b, SIGMA^2 I), b_j iid Laplace(rate LAM / SIGMA^2).
 #   Writes one row per seed and method ("normal", bridgesampling's default, and "warp3"):
 #   logml, re2 (error_measures; NA for warp3, which has none with one repetition), niter
-#   and the seconds of bridge_sampler (system.time,
-#   elapsed). The first line printed is R's and bridgesampling's versions.
+#   and the seconds of bridge_sampler (system.time, elapsed). The first line printed is R's
+#   and bridgesampling's versions.
 suppressPackageStartupMessages(library(bridgesampling))
 args <- commandArgs(trailingOnly = TRUE)
-if (length(args) != 4) stop("usage: Rscript bridgesampling_fit.R DATA.csv DRAWS_DIR SEEDS OUT.csv")
-table <- read.csv(args[1])
-draws_dir <- args[2]
-seeds <- as.integer(args[3])
+usage <- "usage: Rscript bridgesampling_fit.R MODEL DATA.csv DRAWS_DIR SEEDS OUT.csv [LAM SIGMA]"
+if (length(args) < 5) stop(usage)
+model <- args[1]
+table <- read.csv(args[2])
+draws_dir <- args[3]
+seeds <- as.integer(args[4])
 cat(R.version.string, "| bridgesampling", as.character(packageVersion("bridgesampling")), "\n")
 
 data <- list(y = table$y, X = as.matrix(table[, names(table) != "y"]))
-prior_sd <- 5
 
-log_posterior <- function(pars, data) {
-  sum(dnorm(pars, 0, prior_sd, log = TRUE)) +
-    sum(plogis(data$y * (data$X %*% pars), log.p = TRUE))
+if (model == "logistic") {
+  log_posterior <- function(pars, data) {
+    sum(dnorm(pars, 0, 5, log = TRUE)) +
+      sum(plogis(data$y * (data$X %*% pars), log.p = TRUE))
+  }
+} else if (model == "lasso") {
+  if (length(args) != 7) stop(usage)
+  data$sigma <- as.numeric(args[7])
+  data$rate <- as.numeric(args[6]) / data$sigma^2
+  log_posterior <- function(pars, data) {
+    sum(dnorm(data$y, data$X %*% pars, data$sigma, log = TRUE)) +
+      length(pars) * log(data$rate / 2) - data$rate * sum(abs(pars))
+  }
+} else {
+  stop(paste("MODEL must be logistic or lasso, got", model))
 }
 
 rows <- list()
@@ -47,4 +62,4 @@ for (seed in seq_len(seeds) - 1) {
     )
   }
 }
-write.csv(do.call(rbind, rows), args[4], row.names = FALSE)
+write.csv(do.call(rbind, rows), args[5], row.names = FALSE)
