@@ -22,7 +22,8 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
   :meth:`~stanflow.gibbs.program.LossProgram.sandwich`);
 - at another ``omega`` the particles are reweighted by ``exp(-(omega' -
   omega) c_b . l)``; a resample below :data:`KEEP_ESS` ``* S`` there is moved
-  again, its proposal starting from its particles' moments. Its particles
+  again, from its last proposal widened by ``sqrt(omega_then / omega)`` (as a
+  Gibbs posterior's spread is) and centred at its particles' mean. Its particles
   are always an importance sample weighted exactly, so its effective size is
   the weights' (Kish's), never a guess at how far a chain has mixed.
 
@@ -166,8 +167,9 @@ class TransportCoverage:
         self.first_order = first_order(path, self.estimate, self.counts)
         self.placement: Placement | None = None
         self.proposals: Proposal | None = None
-        """Each resample's proposal of its placement, and the ``omega`` it was for."""
+        """Each resample's proposal of its placement (where its next move starts)."""
         self._proposal_omega = np.zeros(len(self.counts))
+        """The ``omega`` each resample's proposal was for (0 before its first move)."""
         self._placed_theta: np.ndarray | None = None
         self._anchors: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.region: np.ndarray | None = None
