@@ -217,7 +217,7 @@ def test_every_number_of_the_bridgesampling_table_is_the_committed_one() -> None
         assert all(shown(q, v) for q, v in zip(cells, values, strict=True)), (problem, label)
         checked += 1
     assert checked == len(problems) * len(names)
-    for name, problem in data["problems"].items():
+    for problem in data["problems"].values():
         methods = problem["methods"]
         speed = (methods["bridgesampling_normal"]["median_seconds"]
                  / methods["stanflow_bridge"]["median_seconds"])
