@@ -157,8 +157,6 @@ class TransportCoverage:
         self.workers = as_workers(workers)
         self.settings = MoveSettings(draws, float(target_ess), min(KEEP_ESS, float(target_ess)),
                                      max_passes, max_steps)
-        self.draws = draws
-        self.target_ess = target_ess
         self.shape = problem.shape
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -189,7 +187,7 @@ class TransportCoverage:
             self.path.extend(omega)
         B = len(self.counts)
         ess = np.zeros(B) if self.placement is None else self.placement.ess(omega)
-        stale = np.flatnonzero(ess < self.settings.keep_ess * self.draws)
+        stale = np.flatnonzero(ess < self.settings.keep_ess * self.settings.draws)
         if stale.size:
             self._move(omega, stale)
         assert self.placement is not None
