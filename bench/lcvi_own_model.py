@@ -54,7 +54,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.getLogger("cmdstanpy").setLevel(logging.ERROR)
     workflow = _workflow()
-    config = workflow.settings(quick=False)["lognormal"]
+    config = workflow.SETTINGS["full"]["lognormal"]
     loss = bound_loss("check", tau=config["tau"])
     per_seed, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:

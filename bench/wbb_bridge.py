@@ -22,7 +22,7 @@ from stanflow import arviz_compat
 from stanflow.wbb import wbb_lasso
 
 sys.path.insert(0, str(REPO / "workflows"))
-from wbb_diabetes import bridge, cv_alpha, diabetes
+from wbb_diabetes import SETTINGS, bridge, cv_alpha, diabetes
 
 B = 1000
 
@@ -35,7 +35,7 @@ def main() -> None:
         start = time.perf_counter()
         wbb_lasso(X, y, lam, B, seed=5, prior=prior, fit_intercept=True, on_failure="raise")
         rates[f"wbb_{prior}_draws_per_second"] = B / (time.perf_counter() - start)
-    posterior, seconds = bridge(X, y, quick=False)
+    posterior, seconds = bridge(X, y, **SETTINGS["full"]["bridge"])
     ess = arviz_compat.ess(posterior, var_names=["beta"])["beta"].values
     rates["bridge_min_ess_per_second"] = float(ess.min() / seconds)
     rates["bridge_median_ess_per_second"] = float(sorted(ess)[len(ess) // 2] / seconds)

@@ -10,10 +10,12 @@ disk (full, read-only, no permission) is a :class:`WriteError` naming the file.
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -97,6 +99,28 @@ def write_npz(path: str | os.PathLike, arrays: dict[str, np.ndarray]) -> Path:
     return write_atomic(path, write)
 
 
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically: the file is either the old one or the new one."""
+    return write_atomic(Path(path), lambda tmp: Path(tmp).write_text(text))
+
+
+def write_json(path: str | os.PathLike, record: Mapping[str, Any]) -> Path:
+    """Write ``record`` as strict JSON to ``path`` atomically.
+
+    NumPy scalars and arrays become numbers and lists; NaN and infinities
+    become ``null``; paths become strings. A file is either complete or
+    absent, so a rerun can trust every file it finds.
+
+    Raises
+    ------
+    TypeError
+        If a value cannot be written as JSON; the message names its key.
+    """
+    path = Path(path)
+    text = json.dumps(_jsonable(record, path.stem), indent=2, allow_nan=False) + "\n"
+    return write_text(path, text)
+
+
 def require_space(path: str | os.PathLike, size: int) -> None:
     """Check that the folder of ``path`` has ``size`` bytes free, before writing them.
 
@@ -128,3 +152,22 @@ def _write_error(path: Path, error: OSError) -> WriteError:
     own = named is None or named in (path.parent, path) or named.parent == path.parent
     cause = error.strerror if own and error.strerror else str(error)
     return WriteError(path, error.errno, cause)
+
+
+def _jsonable(value: Any, where: str) -> Any:
+    """A JSON-ready copy of ``value``; ``where`` names it in errors."""
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v, f"{where}[{k!r}]") for k, v in value.items()}
+    if hasattr(value, "tolist"):  # numpy scalars and arrays
+        return _jsonable(value.tolist(), where)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(
+        f"{where} is a {type(value).__name__}, which cannot be written as JSON"
+    )

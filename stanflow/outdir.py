@@ -78,9 +78,10 @@ class Interrupted(KeyboardInterrupt):
     command : str
         The command that runs the workflow again into ``folder``.
     pieces : int or None
-        Finished pieces the workflow keeps for a rerun (``Pieces``,
-        ``Checkpoint`` of :mod:`stanflow.workflows`); ``None`` if it keeps
-        none, and then the complete files in ``folder`` are counted.
+        Finished pieces the workflow keeps for a rerun (the cells of an
+        :class:`stanflow.experiment.Experiment`, kept by
+        :class:`stanflow.pieces.Pieces`); ``None`` if it keeps none, and then
+        the complete files in ``folder`` are counted.
     unit : str, default "piece"
         What a piece is, e.g. ``"run"`` for the runs of a run set.
     total : int, optional

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+from stanflow.workflows import WORKFLOWS_DIR
+
+# An experiment's own code lives beside its workflow (workflows/_<module>.py), imported by name
+# as the workflow scripts do.
+if str(WORKFLOWS_DIR) not in sys.path:
+    sys.path.append(str(WORKFLOWS_DIR))
 
 # Header comments of a Stan CSV per method, in the flattened form cmdstanpy parses
 # (it reads `key = value` pairs; nesting does not matter to it).

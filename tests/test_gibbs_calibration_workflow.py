@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from workflow_checks import rerun_reads_back
 
 from stanflow import idata
 from stanflow.workflows import run_workflow
@@ -34,3 +35,8 @@ def test_gibbs_calibrate_quick(tmp_path, cmdstan):
     data = idata.load(tmp_path / "gibbs_calibrate.nc")
     assert data.calibration_median["omega"].dims == ("calibrator", "replicate")
     assert data.calibration_quantreg["omega"].dims == ("calibrator", "replicate")
+
+    # one piece per data set; a rerun into the folder reads them back
+    kept = rerun_reads_back("gibbs-calibrate", tmp_path, summary)
+    assert len(kept) == summary["replications_median"] + summary["replications_quantreg"] == 22
+

@@ -1,4 +1,4 @@
-"""The gibbs-coverage-n workflow with quick settings (exact posteriors, no compiler)."""
+"""The gibbs-coverage-n workflow with quick settings (exact posteriors, no compiler), and its resume."""
 
 from __future__ import annotations
 
@@ -38,3 +38,12 @@ def test_gibbs_coverage_n_quick(tmp_path):
         data.coverage["coverage"].sel(n=50).values, list(summary["n50"]["coverage"].values())
     )
     assert (tmp_path / "gibbs_coverage_n.png").read_bytes()[:4] == b"\x89PNG"
+    assert summary["seed"] == 20240518 and summary["settings"] == {"replications": 1000}
+
+    # one piece per n; a rerun into the same folder computes nothing: the same numbers
+    before = {path.name: path.read_text() for path in (tmp_path / "runs").glob("*.json")}
+    assert sorted(before) == sorted(f"n{n}.json" for n in summary["sizes"])
+    again = run_workflow("gibbs-coverage-n", tmp_path, quick=True)
+    assert {path.name: path.read_text() for path in (tmp_path / "runs").glob("*.json")} == before
+    assert {k: v for k, v in again.items() if k != "provenance"} == {
+        k: v for k, v in summary.items() if k != "provenance"}

@@ -1,4 +1,4 @@
-"""The gibbs-coverage workflow with quick settings (grid computations, no compiler)."""
+"""The gibbs-coverage workflow with quick settings (grid computations, no compiler), and its resume."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+from workflow_checks import rerun_reads_back
 
 from stanflow import idata
 from stanflow.workflows import run_workflow
@@ -46,3 +47,13 @@ def test_gibbs_coverage_quick(tmp_path):
         list(summary["coverage_n400"].values()),
     )
     assert (tmp_path / "gibbs_coverage.png").read_bytes()[:4] == b"\x89PNG"
+    assert summary["seed"] == 20240504
+    assert summary["settings"] == {"replications": 200, "gpc_replications": 4}
+
+    # per n the coverage, GPC from 1 and from the plug-in; the plotted data set
+    # a rerun into the same folder computes nothing: the same pieces, the same numbers
+    kept = rerun_reads_back("gibbs-coverage", tmp_path, summary)
+    assert sorted(kept) == sorted(
+        ["example.json", *(f"n{n}/{part}.json" for n in (50, 400)
+                           for part in ("coverage", "gpc", "gpc_from_plugin"))])
+

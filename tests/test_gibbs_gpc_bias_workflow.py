@@ -1,4 +1,4 @@
-"""The gibbs-gpc-bias workflow with quick settings (exact posteriors, no compiler)."""
+"""The gibbs-gpc-bias workflow with quick settings (exact posteriors, no compiler), and its resume."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from scipy import stats
+from workflow_checks import rerun_reads_back
 
 from stanflow import idata
 from stanflow.workflows import run_workflow
@@ -46,3 +47,12 @@ def test_gibbs_gpc_bias_quick(tmp_path):
     assert group["omega"].dims == ("n", "replicate")
     assert np.all((group["lower"] <= group["omega"]) & (group["omega"] <= group["upper"]))
     assert (tmp_path / "gibbs_gpc_bias.png").read_bytes()[:4] == b"\x89PNG"
+    assert summary["seed"] == 20240517 and summary["settings"]["b_check_replications"] == 4
+
+    # per loss and n, per n the median's omega_n, and the B = 1000 check
+    # a rerun into the same folder computes nothing: the same pieces, the same numbers
+    kept = rerun_reads_back("gibbs-gpc-bias", tmp_path, summary)
+    assert sorted(kept) == sorted(
+        ["b_check.json", *(f"{part}/n{n}.json" for part in ("absolute", "squared", "oracle")
+                           for n in summary["sizes"])])
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from workflow_checks import rerun_reads_back
 
 from stanflow import idata
 from stanflow.workflows import list_workflows, run_workflow
@@ -47,5 +48,12 @@ def test_gibbs_path_quick(tmp_path, cmdstan):
     data = idata.load(tmp_path / "gibbs_path.nc")
     assert set(data.calibration["rule"].values) == {
         "gpc_path", "gpc_robbins_monro", "gpc_fixed_point", "plugin", "holmes_walker"}
-    assert data["path"]["theta"].dims == ("step", "particle", "param")
+    # the schedule without the particles, and the functionals the figure draws
+    assert data["path"]["omega"].dims == ("step",) and "theta" not in data["path"]
+    assert data["path_functionals"]["mean"].dims == ("omega", "param")
     assert data.replications_quantreg.sizes["replicate"] == 1
+
+    # one piece per data set; a rerun into the folder reads them back
+    kept = rerun_reads_back("gibbs-path", tmp_path, summary)
+    assert sorted(kept) == ["median/n100/000.json", "median/n400/000.json", "quantreg/000.json"]
+

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from workflow_checks import rerun_reads_back
 
 from stanflow import idata
 from stanflow.gibbs.safebayes import default_etas
@@ -32,3 +33,8 @@ def test_gibbs_safebayes_quick(tmp_path):
     assert risk.dims == ("prior", "replicate", "n", "fit")
     assert np.all(risk.sel(fit="oracle") <= risk.sel(fit="bayes") + 1e-15)
     assert (tmp_path / "gibbs_safebayes.png").read_bytes()[:4] == b"\x89PNG"
+
+    # one piece per data set; a rerun into the folder reads them back
+    kept = rerun_reads_back("gibbs-safebayes", tmp_path, summary)
+    assert len(kept) == sum(summary["replications"].values()) == 6
+

@@ -125,6 +125,16 @@ def lognormal(cmdstan):
 
 
 @pytest.mark.e2e
+def test_one_loss_file_bound_at_two_parameters_gives_two_models(lognormal):
+    """A binding is kept per loss file and parameters: the check loss at another tau is
+    another model (it was once the first tau's, from a cache keyed by the file alone)."""
+    program, model = lognormal
+    other = program.bind(bound_loss("check", tau=0.2))
+    assert other is not model and other.loss.params == (0.2,) and model.loss.params == (TAU,)
+    assert program.bind(bound_loss("check", tau=TAU)) is model
+
+
+@pytest.mark.e2e
 def test_the_outcomes_read_from_stan_are_the_programs(lognormal):
     program, model = lognormal
     assert model.form == "general" and not model.uses_uniform and model.dim == 3

@@ -142,11 +142,11 @@ def test_hmc_keeps_its_target():
 @pytest.mark.parametrize("q", [1.0, 0.99])
 def test_bdmc_sandwiches_the_linear_gaussian_evidence(q):
     model, x, z, truth = linear_gaussian()
-    steps = tune_step_size(model, x, q=q, n_distributions=40, n_chains=8, n_leapfrog=5, seed=3)
+    steps = tune_step_size(model, x, q=q, n_distributions=40, chains=8, n_leapfrog=5, seed=3)
     assert np.all(steps.step_size > 0) and steps.beta[0] == 0 and steps.beta[-1] == 1
     gaps = {}
     for k in (5, 300):
-        result = bdmc_sandwich(model, x, z, linear_schedule(k), n_chains=8, q=q,
+        result = bdmc_sandwich(model, x, z, linear_schedule(k), chains=8, q=q,
                                step_size=steps, n_leapfrog=5, seed=4)
         lower, upper = result.lower.log_z - truth, result.upper.log_z - truth
         # Mean over 12 data points; the bounds hold in expectation, up to MC error.
@@ -165,11 +165,11 @@ def test_bdmc_sandwiches_the_bernoulli_decoder_by_quadrature():
     model = vae.decoder_model(decoder)
     x, z = vae.sample_data(decoder, np.random.default_rng(7), 8)
     truth = quadrature_log_evidence(decoder, x)
-    steps = tune_step_size(model, x, n_distributions=40, n_chains=8, n_leapfrog=5, seed=8)
+    steps = tune_step_size(model, x, n_distributions=40, chains=8, n_leapfrog=5, seed=8)
     for q in (1.0, 0.99):
         gaps = {}
         for k in (3, 200):
-            result = bdmc_sandwich(model, x, z, linear_schedule(k), n_chains=16, q=q,
+            result = bdmc_sandwich(model, x, z, linear_schedule(k), chains=16, q=q,
                                    step_size=steps, n_leapfrog=5, seed=9)
             lower, upper = result.lower.log_z - truth, result.upper.log_z - truth
             se = max(lower.std(ddof=1), upper.std(ddof=1)) / np.sqrt(len(truth))
@@ -182,7 +182,7 @@ def test_bdmc_sandwiches_the_bernoulli_decoder_by_quadrature():
 def test_per_data_point_q():
     model, x, z, _ = linear_gaussian()
     q = np.array([1.0, 0.99, 0.999])
-    result = bdmc_sandwich(model, x[:3], z[:3], linear_schedule(10), n_chains=4, q=q,
+    result = bdmc_sandwich(model, x[:3], z[:3], linear_schedule(10), chains=4, q=q,
                            step_size=0.1, n_leapfrog=3, seed=1)
     assert result.gap.shape == (3,) and np.isfinite(result.gap).all()
 
@@ -247,30 +247,30 @@ def test_bad_input_raises_clear_errors():
     model, x, z, _ = linear_gaussian()
     schedule = linear_schedule(5)
     with pytest.raises(ValueError, match="schedule must be strictly increasing"):
-        forward_ais(model, x, [0.0, 0.5, 0.4, 1.0], n_chains=2)
+        forward_ais(model, x, [0.0, 0.5, 0.4, 1.0], chains=2)
     with pytest.raises(ValueError, match="schedule must increase from 0 to 1"):
-        forward_ais(model, x, schedule[::-1], n_chains=2)
-    with pytest.raises(ValueError, match="n_chains must be an integer >= 1"):
-        forward_ais(model, x, schedule, n_chains=0)
+        forward_ais(model, x, schedule[::-1], chains=2)
+    with pytest.raises(ValueError, match="chains must be an integer >= 1"):
+        forward_ais(model, x, schedule, chains=0)
     with pytest.raises(ValueError, match="z_star must have shape"):
-        reverse_ais(model, x, z[:3], schedule, n_chains=2)
+        reverse_ais(model, x, z[:3], schedule, chains=2)
     with pytest.raises(ValueError, match="q must be a scalar or have one value per data point"):
-        forward_ais(model, x, schedule, n_chains=2, q=[0.9, 1.0])
+        forward_ais(model, x, schedule, chains=2, q=[0.9, 1.0])
     with pytest.raises(ValueError, match="q must be finite"):
-        forward_ais(model, x, schedule, n_chains=2, q=np.nan)
+        forward_ais(model, x, schedule, chains=2, q=np.nan)
     with pytest.raises(ValueError, match="step_size must be positive"):
-        forward_ais(model, x, schedule, n_chains=2, step_size=-1.0)
+        forward_ais(model, x, schedule, chains=2, step_size=-1.0)
     with pytest.raises(ValueError, match="n_leapfrog must be an integer >= 1"):
-        forward_ais(model, x, schedule, n_chains=2, n_leapfrog=0)
+        forward_ais(model, x, schedule, chains=2, n_leapfrog=0)
     with pytest.raises(ValueError, match="n_distributions must be an integer >= 2"):
         linear_schedule(1)
     bad_model = LatentModel(lambda xx, zz: (np.zeros(3), zz), D)
     with pytest.raises(ValueError, match="log_likelihood must return shapes"):
-        forward_ais(bad_model, x, schedule, n_chains=2)
+        forward_ais(bad_model, x, schedule, chains=2)
     with pytest.raises(ValueError, match="log_likelihood must have a latent_dim attribute"):
-        forward_ais(model.function, x, schedule, n_chains=2)
+        forward_ais(model.function, x, schedule, chains=2)
     with pytest.raises(ValueError, match=r"step_size\(0.25\) must be positive"):
-        forward_ais(model, x, schedule, n_chains=2, step_size=lambda beta: -1.0)
+        forward_ais(model, x, schedule, chains=2, step_size=lambda beta: -1.0)
     with pytest.raises(ValueError, match="latent_dim must be an integer >= 1"):
         LatentModel(model.function, 0)
     decoder = small_decoder()
@@ -340,3 +340,18 @@ def test_quick_workflow(cmdstan, tmp_path):
         return 0
 
     assert longest(summary) <= 100
+
+    def stored(name, k):
+        return json.loads((tmp_path / "runs" / name / f"K={k}.json").read_text())
+
+    # One piece per path and K; where a heuristic's q is 1 everywhere, its cell is the geometric one's.
+    for name in paths:
+        for k in ks:
+            record = stored(name, k)
+            assert record["config"]["path"] == name and record["config"]["K"] == k
+            if record.get("same_as") == "geometric":
+                assert record["lower"] == stored("geometric", k)["lower"]
+    # A rerun reads the decoder and every cell back: the same summary.
+    again = run_workflow("qpaths-ais", tmp_path, quick=True)
+    assert {k: v for k, v in again.items() if k != "provenance"} == {
+        k: v for k, v in summary.items() if k != "provenance"}

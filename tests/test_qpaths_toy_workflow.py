@@ -23,6 +23,8 @@ def test_outputs_and_log_z(quick):
     for name in ("qpaths_toy.png", "qpaths_toy_moment_averaging.png", "qpaths_toy.nc"):
         assert (out / name).stat().st_size > 0
     assert summary["seed"] > 0
+    # one cell per problem, method and q, kept with its run's diagnostics
+    assert len(list((out / "runs").rglob("*.json"))) == 2 * 3 * 2
     # TI and SMC are consistent with the known log Z (AIS is biased on the quick
     # schedule, as its note says).
     for problem, methods in summary["log_z"].items():

@@ -102,7 +102,10 @@ def test_the_summary_states_omega_star_and_both_routes(quick_run, y):
     assert summary["omega_star"] == pytest.approx(gamma_median_omega_star(), rel=1e-12)
     assert summary["omega_star"] == pytest.approx(0.6266, abs=1e-4)
     assert summary["sample_median"] == pytest.approx(np.median(y), rel=1e-12)
-    assert (summary["quick"], summary["particles"], len(y)) == (True, 1000, 100)
+    assert (summary["provenance"]["quick"], summary["settings"]["particles"], len(y)) == (
+        True, 1000, 100)
+    for route in ROUTES:  # each route's path, kept for the figure and a rerun
+        assert (out / f"path_{route}.nc").stat().st_size > 0
     program = (out / summary["own_program"]["file"]).read_text()
     assert "real<lower=0> omega;" in program and "vector<lower=0>[N] weights;" in program
     for route in ROUTES:
@@ -147,7 +150,8 @@ def test_gpc_roots_agree_and_hold_the_exact_bootstrap_coverage(quick_run, y):
     the band checked is generous. The two routes share the resamples: their
     roots differ by the paths' Monte Carlo errors only."""
     summary, _ = quick_run
-    resamples = bootstrap_indices(len(y), summary["B"], np.random.SeedSequence(summary["seed"]))
+    resamples = bootstrap_indices(len(y), summary["settings"]["B"],
+                                  np.random.SeedSequence(summary["seed"]))
     for route in ROUTES:
         record = summary[route]
         root, se = record["omega"]["gpc"], record["omega_gpc_se"]

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from stanflow import cli, outdir, workflows
+from stanflow.experiment import Cell, CellRun, Experiment
 
 WRITER = '''
 """Writes notes.txt, meets the fault the test asks for, then writes draws.nc if asked."""
@@ -64,33 +65,39 @@ if __name__ == "__main__":
 '''
 
 PIECES = '''
-"""Two pieces (logged as computed), then waits for FAKE_RELEASE to exist."""
+"""Two cells (logged as computed), then waits for FAKE_RELEASE to exist."""
 import os
 import sys
 import time
 from pathlib import Path
 
-from stanflow.workflows import Pieces, main
+from stanflow.experiment import Cell, Experiment
+from stanflow.workflows import main
 
-DESCRIPTION = "Stand-in with two pieces that then waits"
+DESCRIPTION = "Stand-in with two cells that then waits"
 
 
-def run(out: Path, quick: bool) -> dict:
-    pieces = Pieces(out / "runs")
+def compute(run) -> dict:
+    with open(os.environ["FAKE_LOG"], "a") as log:
+        log.write(f"computed {run.params['i']}\\n")
+    return {"value": run.params["i"]}
 
-    def compute(i: int):
-        def piece() -> dict:
-            with open(os.environ["FAKE_LOG"], "a") as log:
-                log.write(f"computed {i}\\n")
-            return {"value": i}
-        return piece
 
-    values = [pieces.get(f"piece-{i}", {"i": i}, compute(i))["value"] for i in (1, 2)]
+def summarise(settings, records) -> dict:
     Path(os.environ["FAKE_STARTED"]).touch()
     deadline = time.monotonic() + 60
     while not Path(os.environ["FAKE_RELEASE"]).exists() and time.monotonic() < deadline:
         time.sleep(0.02)
-    return {"values": values}
+    return {"values": [record["value"] for record in records.values()]}
+
+
+EXPERIMENT = Experiment(settings={"quick": {}, "full": {}}, seed=1, compute=compute,
+                        cells=lambda settings: [Cell(f"piece-{i}", {"i": i}) for i in (1, 2)],
+                        summarise=summarise)
+
+
+def run(out: Path, quick: bool) -> dict:
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":
@@ -376,17 +383,20 @@ def test_ctrl_c_keeps_the_finished_pieces_and_the_resume_command_resumes(
     assert {k: v for k, v in _snapshot(out).items() if k.startswith("runs/")} == before
 
 
-def test_an_interrupted_run_counts_the_pieces_of_its_checkpoint(tmp_path):
+def test_an_interrupted_experiment_counts_its_finished_cells(tmp_path):
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "other.json").write_text('{"settings": {"n": 1}, "pieces": {"x": {}}}')
+
+    def compute(run: CellRun) -> dict:
+        if run.cell.name == "c":
+            raise KeyboardInterrupt
+        return {"value": 1}
+
+    experiment = Experiment(settings={"quick": {}, "full": {}}, seed=1, compute=compute,
+                            cells=lambda settings: [Cell("a"), Cell("b"), Cell("c")],
+                            summarise=lambda settings, records: {})
 
     def run(out: Path, quick: bool) -> dict:
-        workflows.Checkpoint(out / "other.json", {"n": 2})  # another run's file: no pieces
-        checkpoint = workflows.Checkpoint(out / "runs.json", {"n": 2})
-        for key in ("a", "b"):
-            checkpoint.get(key, dict, value=1)
-        raise KeyboardInterrupt
+        return experiment.run(out, quick)
 
     with pytest.raises(outdir.Interrupted) as stopped:
         workflows.execute(run, out, quick=False)
@@ -394,7 +404,7 @@ def test_an_interrupted_run_counts_the_pieces_of_its_checkpoint(tmp_path):
         f"interrupted; kept 2 finished pieces in {out}; "
         f"resume with: stanflow run test-run-faults --out {out}"
     )
-    assert sorted(p.name for p in out.iterdir()) == ["other.json", "runs.json"]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == ["a.json", "b.json"]
 
 
 @pytest.mark.e2e
@@ -411,12 +421,14 @@ def test_ctrl_c_during_eight_schools_is_one_line(cmdstan, tmp_path):
     _, err = run.communicate(timeout=120)
 
     assert run.returncode == 130, err
-    kept = [p.name for p in outdir.complete_files(out)]
-    files = f"{len(kept)} complete file{'' if len(kept) == 1 else 's'}"
+    # The fit is the workflow's one cell: a running cell finishes and is kept unless the signal
+    # reached its sampler (then it fails, and nothing is kept).
+    kept_fit = (out / "runs" / "nuts.json").is_file()
     assert err.splitlines()[-1] == (
-        f"stanflow run: interrupted; kept {files} in {out}; "
-        f"run again with: stanflow run eight-schools --quick --out {out}"
+        f"stanflow run: interrupted; kept {'1 finished piece' if kept_fit else '0 finished pieces'} "
+        f"in {out}; resume with: stanflow run eight-schools --quick --out {out}"
     )
+    kept = [p.name for p in outdir.complete_files(out)]
     assert "Traceback" not in err and "summary.json" not in kept
     assert (out / "notes.txt").read_text() == "mine\n"
     assert [p.name for p in out.iterdir() if p.name.startswith(".")] == []

@@ -128,22 +128,22 @@ def test_marginal_likelihood_matches_closed_form_and_peaks_where_it_should():
         ({"lams": [1.0, -1.0]}, "lams must be finite and > 0"),
         ({"lams": []}, "lams must be a scalar or a non-empty"),
         ({"sigma": 0.0}, "sigma must be finite and > 0"),
-        ({"n_draws": 0}, "n_draws must be an int >= 1"),
+        ({"draws": 0}, "draws must be an int >= 1"),
         ({"warmup": -1}, "warmup must be >= 0"),
         ({"chains": 0}, "chains must be an int >= 1"),
     ],
 )
 def test_gibbs_inputs_are_checked(kwargs, message):
     X, y = _orthogonal()
-    args = {"lams": [1.0], "sigma": 1.0, "n_draws": 10} | kwargs
+    args = {"lams": [1.0], "sigma": 1.0, "draws": 10} | kwargs
     with pytest.raises(ValueError, match=message):
-        gibbs_lasso(X, y, args["lams"], args["sigma"], args["n_draws"], seed=0,
+        gibbs_lasso(X, y, args["lams"], args["sigma"], args["draws"], seed=0,
                     chains=kwargs.get("chains", 2), warmup=kwargs.get("warmup", 0))
 
 
 def test_marginal_needs_enough_draws_for_bridge_sampling():
     X, y = _orthogonal()
-    with pytest.raises(ValueError, match="n_draws must be >= 8"):
+    with pytest.raises(ValueError, match="draws must be >= 8"):
         lasso_log_marginal(X, y, [1.0], 1.0, 5, seed=0)
 
 

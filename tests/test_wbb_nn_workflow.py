@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from scipy.stats import skew
+from workflow_checks import kept_pieces
 
 from stanflow.workflows import run_workflow
 
@@ -16,14 +17,17 @@ def test_wbb_nn_quick_runs_both_settings_and_resumes(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert (tmp_path / "wbb_nn_accuracy.png").is_file()
     assert summary["data"] == "sklearn 8x8 digits"
-    published, variant = summary["settings"]["published"], summary["settings"]["stanflow_variant"]
+    assert summary["seed"] == 20240808 and summary["init_seed"] == 20240809
+    published, variant = summary["published"], summary["stanflow_variant"]
 
     # published: lam = 1e-4 on the sum, every digit in a stated split, a random start per draw
     assert published["lam_sum_scale"] == 1e-4
     assert published["n_train"] + published["n_test"] == 1797
     assert published["n_draws"] == published["n_draws_requested"] == 8
-    draws = json.loads((tmp_path / "wbb_nn_draws.json").read_text())["draws"]
-    records = draws["published"]
+    # one piece per chunk of 4 draws
+    chunks = sorted((tmp_path / "runs" / "published").glob("draws-*.json"))
+    assert [c.name for c in chunks] == ["draws-0000.json", "draws-0004.json"]
+    records = [d for c in chunks for d in json.loads(c.read_text())["draws"]]
     assert [d["draw"] for d in records] == list(range(8))
     assert len({d["init_seed"] for d in records}) == 8
     accuracy = np.array([d["accuracy"] for d in records])
@@ -48,12 +52,16 @@ def test_wbb_nn_quick_runs_both_settings_and_resumes(tmp_path):
     assert variant["lam_ratio_to_published"] == pytest.approx(variant["n_train"])
     assert variant["n_draws"] + round((1 - variant["converged_fraction"]) * 6) == 6
     assert variant["unit_weight_fit"]["converged"]
+    assert (tmp_path / "runs" / "stanflow_variant" / "base.json").is_file()
     low, high = variant["accuracy"]["q025"], variant["accuracy"]["q975"]
     assert 0.8 < low <= variant["accuracy"]["mean"] <= high <= 1.0
     assert summary["paper"]["q025"] == 0.407 and summary["paper"]["q975"] == 0.893
 
     # a rerun into the same folder resumes: nothing is recomputed, the numbers are the same
-    before = (tmp_path / "wbb_nn_draws.json").read_text()
+    before = kept_pieces(tmp_path)
+    assert len(before) == 1 + 2 + 2 + 1 + 1
     again = run_workflow("wbb-nn", tmp_path, quick=True)
-    assert (tmp_path / "wbb_nn_draws.json").read_text() == before
-    assert again["settings"] == summary["settings"]
+    assert kept_pieces(tmp_path) == before
+    keep = ("published", "stanflow_variant", "settings", "compute_seconds")
+    assert {k: again[k] for k in keep} == {k: summary[k] for k in keep}
+

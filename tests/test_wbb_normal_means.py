@@ -146,6 +146,14 @@ def test_workflow_quick(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert (tmp_path / "wbb_normal_means.png").stat().st_size > 0
     assert summary["n_draws"] == 200 and summary["seed"] > 0
+    assert summary["settings"] == {"n_draws": 200, "y_points": 17}
+    # one cell per prior weight, read back by a rerun into the same folder
+    pieces = {path.name: path.stat().st_mtime_ns for path in (tmp_path / "runs").iterdir()}
+    assert sorted(pieces) == ["fixed.json", "random.json"]
+    again = run_workflow("wbb-normal-means", tmp_path, quick=True)
+    assert {path.name: path.stat().st_mtime_ns for path in (tmp_path / "runs").iterdir()} == pieces
+    assert {k: v for k, v in again.items() if k != "provenance"} == {
+        k: v for k, v in summary.items() if k != "provenance"}
     y = np.array(summary["y"])
     draws = idata.load(tmp_path / "wbb_normal_means_random.nc").posterior["theta"].values[0]
     for i, lam in enumerate(summary["lam"]):

@@ -18,6 +18,8 @@ def test_wbb_diabetes_quick(tmp_path):
     summary = run_workflow("wbb-diabetes", tmp_path, quick=True)
     assert json.loads((tmp_path / "summary.json").read_text()) == summary
     assert (tmp_path / "wbb_diabetes_marginals.png").is_file()
+    assert sorted(path.stem for path in (tmp_path / "runs").glob("*.json")) == [
+        "cv", "marginal_likelihood", "marginals", "posteriors"]
     coefficients = summary["coefficients"]
     assert len(coefficients) == 10 and summary["n_draws"] == 200
     fixed = idata.load(tmp_path / "wbb_fixed.nc")
@@ -99,6 +101,8 @@ def test_wbb_trend_filtering_quick(tmp_path):
     assert 0 <= summary["cv_max_relative_gap"] < 1e-2 and 0 <= summary["lam_at_grid_edge"] <= 3
     assert (tmp_path / "wbb_trend_filtering.png").is_file()
     assert summary["n_draws"] + summary["n_failed_draws"] == 40 and summary["coverage_replicates"] == 2
+    assert sorted(path.stem for path in (tmp_path / "runs").glob("*.json")) == [
+        "coverage-00", "coverage-01", "first"]
     assert 0.7 <= summary["band_coverage"] <= 1.0
     # A band from the draws' spread: wider than zero, narrower than the noise.
     assert 0 < summary["mean_band_width"] < 2 * 1.96 * 2.0

@@ -7,7 +7,6 @@ import math
 import os
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +16,6 @@ import numpy as np
 import pytest
 
 from stanflow import provenance, workflows
-from stanflow.workflows import Checkpoint, Pieces, Stopped, run_parallel
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -214,94 +212,6 @@ def test_save_figure_requires_png(tmp_path):
     with pytest.raises(ValueError, match=r"path must end in \.png"):
         workflows.save_figure(fig, tmp_path / "x.pdf")
     assert not plt.fignum_exists(fig.number)
-
-
-def test_checkpoint_computes_each_piece_once_per_settings(tmp_path):
-    calls = []
-
-    def piece(value):
-        calls.append(value)
-        return {"value": value}
-
-    path = tmp_path / "runs.json"
-    first = Checkpoint(path, {"n": 1})
-    assert first.get("a", piece, 1)["value"] == 1
-    assert first.get("a", piece, 2)["value"] == 1  # stored: not computed again
-    assert calls == [1]
-    stored = json.loads(path.read_text())
-    assert stored["settings"] == {"n": 1} and stored["pieces"]["a"]["seconds"] >= 0
-    # a new run with the same settings resumes; with other settings it starts afresh
-    assert Checkpoint(path, {"n": 1}).get("a", piece, 3)["value"] == 1
-    assert Checkpoint(path, {"n": 2}).get("a", piece, 4)["value"] == 4
-    assert calls == [1, 4]
-    assert Checkpoint(path, {"n": 2}).seconds() == stored_seconds(path)
-    assert json.loads(path.read_text())["settings"] == {"n": 2}
-
-
-def stored_seconds(path):
-    return sum(piece["seconds"] for piece in json.loads(path.read_text())["pieces"].values())
-
-
-def test_pieces_are_computed_once_and_another_configuration_is_named(tmp_path):
-    pieces, calls = Pieces(tmp_path), []
-
-    def compute():
-        calls.append(1)
-        return {"value": 3.5}
-
-    first = pieces.get("part/seed-1", {"K": 2}, compute)
-    again = Pieces(tmp_path).get("part/seed-1", {"K": 2}, compute)  # a rerun reads it back
-    assert first == again and first["value"] == 3.5 and first["config"] == {"K": 2}
-    assert first["seconds"] >= 0 and len(calls) == 1
-    with pytest.raises(ValueError, match=r"seed-1\.json is from another configuration"):
-        Pieces(tmp_path).get("part/seed-1", {"K": 3}, compute)
-
-
-def test_a_pieces_scratch_folder_is_removed_once_the_piece_is_written_or_read(tmp_path):
-    pieces = Pieces(tmp_path)
-    scratch = pieces.scratch("part/seed-1")
-
-    def compute():
-        scratch.mkdir(parents=True)
-        (scratch / "state.npz").write_bytes(b"partial state")
-        return {"risk": 0.5}
-
-    pieces.get("part/seed-1", {"K": 2}, compute)
-    assert not scratch.exists() and (tmp_path / "part" / "seed-1.json").is_file()
-    scratch.mkdir()  # left by a crash after the piece was written
-    assert pieces.get("part/seed-1", {"K": 2}, compute)["risk"] == 0.5
-    assert not scratch.exists()
-
-
-def test_run_parallel_stops_at_the_first_failure_and_starts_no_new_piece(tmp_path):
-    pieces = Pieces(tmp_path)
-    started, b_running = [], threading.Event()
-
-    def piece(name, seconds=0.0):
-        def compute():
-            started.append(name)
-            if name == "b":
-                b_running.set()
-            time.sleep(seconds)
-            return {}
-        return compute
-
-    def failing():
-        b_running.wait(5)
-        pieces.get("a", {}, piece("a"))
-        raise RuntimeError("task failed")
-
-    def slow():
-        pieces.get("b", {}, piece("b", 0.5))  # running when the failure comes: finishes
-        pieces.get("c", {}, piece("c"))  # would start after it: refused
-
-    with pytest.raises(RuntimeError, match="task failed"):
-        run_parallel([slow, failing, slow], pieces, jobs=2)
-    assert started == ["b", "a"]
-    assert (tmp_path / "b.json").is_file() and not (tmp_path / "c.json").exists()
-    with pytest.raises(Stopped, match="not started: c"):
-        pieces.get("c", {}, piece("c"))
-    assert run_parallel([lambda: 1, lambda: 2], Pieces(tmp_path), jobs=2) == [1, 2]
 
 
 def test_seed_spread_is_the_mean_and_sample_sd():

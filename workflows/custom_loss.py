@@ -25,6 +25,8 @@ Then:
    ``log 3``.
 
 ``summary.json`` holds each method's numbers; ``--quick`` shrinks the sizes.
+Each method is a cell of the workflow runner (:mod:`stanflow.experiment`) with
+its own random stream for its data.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from stanflow import gibbs
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import grid
 from stanflow.lcvi import normal_mean, run_lcvi
 from stanflow.losses import loss_function
@@ -79,21 +83,19 @@ model {
 """
 
 
-def write_stan_files(folder: Path) -> dict[str, Path]:
-    """Write the example's Stan files into ``folder``; return their paths."""
+STAN_FILES = {"loss": "log_cosh.stanfunctions", "target": "banana.stan"}
+
+
+def write_stan_files(folder: Path) -> None:
+    """Write the example's Stan files into ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    files = {
-        "loss": folder / "log_cosh.stanfunctions",
-        "target": folder / "banana.stan",
-    }
     for key, text in (("loss", LOG_COSH), ("target", BANANA)):
-        write_text(files[key], text)
-    return files
+        write_text(folder / STAN_FILES[key], text)
 
 
-def gibbs_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
+def gibbs_part(loss: Path, sizes: dict[str, int], rng: np.random.Generator) -> dict:
     """Learning rates of the log-cosh Gibbs posterior, and its posterior mean."""
-    n = 60 if quick else 200
+    n = sizes["n"]
     y = 1.0 + rng.standard_t(3, size=n)
     params = [1.0]
     unbounded = gibbs.location_program(y, loss=loss, loss_params=params)
@@ -102,12 +104,11 @@ def gibbs_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     bounds = (float(y.min()) - 1, float(y.max()) + 1)
     program = gibbs.location_program(y, loss=loss, loss_params=params, bounds=bounds)
     gpc = gibbs.calibrate_gpc(
-        program, backend=gibbs.GridBackend(401 if quick else 801), B=40 if quick else 200,
-        seed=SEED,
+        program, backend=gibbs.GridBackend(sizes["grid"]), B=sizes["B"], seed=SEED,
     ).calibration
     omega = float(plugin["omega"])
     posterior = gibbs.posterior(
-        program, omega=omega, chains=4, iter_sampling=500 if quick else 2000, seed=SEED,
+        program, omega=omega, chains=4, iter_sampling=sizes["draws"], seed=SEED,
     )
     theta = np.linspace(*bounds, 2001)
     exact = grid.posterior(theta, grid.loss_sums(theta, y, loss_function(loss, params)), omega)
@@ -127,12 +128,12 @@ def gibbs_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     }
 
 
-def lcvi_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
+def lcvi_part(loss: Path, sizes: dict[str, int], rng: np.random.Generator) -> dict:
     """Plain VI and LCVI decisions for a normal mean under the log-cosh loss."""
-    y = rng.normal(0.5, 1.0, size=4 if quick else 8)
+    y = rng.normal(0.5, 1.0, size=sizes["n"])
     loop = run_lcvi(
         normal_mean(y, 1.0), loss, s=1.0, seed=3, decision_every=500,
-        advi_args={"iter": 2000 if quick else 6000, "eta": 0.1},
+        advi_args={"iter": sizes["iter"], "eta": 0.1},
     )
     first, last = loop.steps[0], loop.steps[-1]
     return {
@@ -142,13 +143,13 @@ def lcvi_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     }
 
 
-def wbb_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
+def wbb_part(loss: Path, sizes: dict[str, int], rng: np.random.Generator) -> dict:
     """WBB of a log-cosh regression with a ridge penalty, in process."""
-    n = 80 if quick else 300
+    n = sizes["n"]
     X = rng.normal(size=(n, 3))
     y = X @ np.array([1.0, -0.5, 0.0]) + rng.standard_t(3, size=n)
     draws = wbb_glm_inprocess(
-        X, y, 1.0, 100 if quick else 1000, seed=SEED, loss=loss,
+        X, y, 1.0, sizes["draws"], seed=SEED, loss=loss,
         loss_params=[1.0], penalty="ridge",
     )
     beta = draws.posterior["beta"].values.reshape(-1, 3)
@@ -161,7 +162,7 @@ def wbb_part(loss: Path, quick: bool, rng: np.random.Generator) -> dict:
     }
 
 
-def qpath_part(target_file: Path, quick: bool) -> dict:
+def qpath_part(target_file: Path, sizes: dict[str, int]) -> dict:
     """SMC from N(0, 2^2 I) to the banana; its log Z against log 3."""
     target = stan_log_density(target_file, {"b": 0.5, "s1": 1.0, "s2": 0.5})
 
@@ -171,7 +172,7 @@ def qpath_part(target_file: Path, quick: bool) -> dict:
     def sample_pi0(rng: np.random.Generator, n: int) -> np.ndarray:
         return 2.0 * rng.standard_normal((n, 2))
 
-    group = smc(log_pi0, sample_pi0, target, q=1.0, n_particles=1000 if quick else 5000,
+    group = smc(log_pi0, sample_pi0, target, q=1.0, n_particles=sizes["particles"],
                 n_moves=3, moves=rwm_moves, n_runs=4, seed=SEED).smc
     return {
         "log_z": float(group.attrs["log_z"]),
@@ -181,17 +182,57 @@ def qpath_part(target_file: Path, quick: bool) -> dict:
     }
 
 
+SETTINGS = {
+    "quick": {
+        "gibbs": {"n": 60, "grid": 401, "B": 40, "draws": 500},
+        "lcvi": {"n": 4, "iter": 2000},
+        "wbb": {"n": 80, "draws": 100},
+        "qpaths": {"particles": 1000},
+    },
+    "full": {
+        "gibbs": {"n": 200, "grid": 801, "B": 200, "draws": 2000},
+        "lcvi": {"n": 8, "iter": 6000},
+        "wbb": {"n": 300, "draws": 1000},
+        "qpaths": {"particles": 5000},
+    },
+}
+"""Per method: data size and the method's effort (grid points, resamples, draws, iterations)."""
+DATA_PARTS = {"gibbs": gibbs_part, "lcvi": lcvi_part, "wbb": wbb_part}
+"""The methods that use the loss file, each on data of its own."""
+PARTS = [*DATA_PARTS, "qpaths"]
+
+
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per method."""
+    return [Cell(method, settings[method]) for method in PARTS]
+
+
+def compute(run: CellRun) -> dict:
+    """One method with the example's Stan file (the loss's on data from its own random stream)."""
+    stan = run.out / "stan"
+    if run.cell.name == "qpaths":
+        return qpath_part(stan / STAN_FILES["target"], dict(run.params))
+    part = DATA_PARTS[run.cell.name]
+    return part(stan / STAN_FILES["loss"], dict(run.params), run.rng(PARTS.index(run.cell.name)))
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Each method's numbers, and where the Stan files are."""
+    return {
+        "stan_files": {key: f"stan/{name}" for key, name in STAN_FILES.items()},
+        **{method: {k: v for k, v in records[method].items() if k not in ("config", "seconds")}
+           for method in PARTS},
+    }
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        seed=SEED)
+
+
 def run(out: Path, quick: bool) -> dict:
     """Write the Stan files, use them in the four methods, return the summary."""
-    files = write_stan_files(out / "stan")
-    rng = np.random.default_rng(SEED)
-    return {
-        "stan_files": {k: str(v.relative_to(out)) for k, v in files.items()},
-        "gibbs": gibbs_part(files["loss"], quick, rng),
-        "lcvi": lcvi_part(files["loss"], quick, rng),
-        "wbb": wbb_part(files["loss"], quick, rng),
-        "qpaths": qpath_part(files["target"], quick),
-    }
+    write_stan_files(out / "stan")
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,9 @@ Four chains of 1000 warm-up and 1000 sampling iterations (``--quick``: 200 and
   school, divergent transitions marked (the funnel the non-centred form avoids);
 - ``summary.json``: ``mu_mean``, ``tau_mean``, ``max_rhat``, ``min_ess_bulk``,
   ``divergences`` and more.
+
+The fit is one cell of the workflow runner (:mod:`stanflow.experiment`): a rerun
+into a folder holding it draws the figures again from ``eight_schools.nc``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -29,7 +33,8 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.idata import save, to_inference_data
+from stanflow.experiment import Cell, CellRun, Experiment, Records
+from stanflow.idata import load, save, to_inference_data
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure, write_text
 
@@ -51,23 +56,31 @@ SEED = 8
 PARAMETERS = ["mu", "tau", "theta_tilde", "theta"]
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Sample the model, write the InferenceData and figures, return the summary."""
+SETTINGS = {"quick": {"chains": 4, "iterations": 200}, "full": {"chains": 4, "iterations": 1000}}
+"""Warm-up and sampling iterations per chain."""
+
+
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell: the NUTS fit."""
+    return [Cell("nuts", dict(settings))]
+
+
+def compute(run: CellRun) -> dict:
+    """Sample the model; write the InferenceData, CmdStan's summary and diagnosis; the numbers."""
     data = json.loads((DATA_DIR / "eight_schools.json").read_text())
-    iterations = 200 if quick else 1000
     model = compile_model(program_path("models/eight_schools_noncentered"))
     fit = model.sample(
         data=data,
-        chains=4,
-        parallel_chains=4,
-        iter_warmup=iterations,
-        iter_sampling=iterations,
-        seed=SEED,
+        chains=run.params["chains"],
+        parallel_chains=run.params["chains"],
+        iter_warmup=run.params["iterations"],
+        iter_sampling=run.params["iterations"],
+        seed=run.seed,
         show_progress=False,
     )
     stansummary = fit.summary()
-    write_text(out / "stansummary.csv", stansummary.to_csv())
-    write_text(out / "diagnose.txt", fit.diagnose() or "")
+    write_text(run.out / "stansummary.csv", stansummary.to_csv())
+    write_text(run.out / "diagnose.txt", fit.diagnose() or "")
 
     per_school = ["theta", "theta_tilde", "log_lik", "y_rep", "y", "sigma"]
     idata = to_inference_data(
@@ -78,10 +91,7 @@ def run(out: Path, quick: bool) -> dict:
         constant_data={"sigma": data["sigma"]},
         posterior_predictive="y_rep",
     )
-    save(idata, out / "eight_schools.nc")
-    _plot_forest(idata, out / "forest_theta.png")
-    _plot_funnel(idata, out / "pair_theta_tilde_log_tau.png")
-
+    save(idata, run.out / "eight_schools.nc")
     posterior = idata.posterior
     rhat = arviz_compat.rhat(idata, var_names=PARAMETERS)
     ess_bulk = arviz_compat.ess(idata, var_names=PARAMETERS, method="bulk")
@@ -101,9 +111,28 @@ def run(out: Path, quick: bool) -> dict:
         "stansummary_max_rhat": float(stansummary["R_hat"].max()),
         "chains": posterior.sizes["chain"],
         "draws_per_chain": posterior.sizes["draw"],
-        "seed": SEED,
-        "quick": quick,
     }
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict:
+    """The fit's numbers."""
+    return {k: v for k, v in records["nuts"].items() if k not in ("config", "seconds")}
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """The school effects' forest plot and the funnel, from ``eight_schools.nc``."""
+    idata = load(out / "eight_schools.nc")
+    _plot_forest(idata, out / "forest_theta.png")
+    _plot_funnel(idata, out / "pair_theta_tilde_log_tau.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Sample the model, write the InferenceData and figures, return the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 def _extreme(ds, pick) -> float:

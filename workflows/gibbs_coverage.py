@@ -32,6 +32,12 @@ Writes into ``--out``:
   median over the n = 400 replications), Monte Carlo errors, the largest
   standardised distance of the n = 400 curve from the formula, and where each
   curve crosses 0.95.
+
+Every n's coverage and plug-in rates, its GPC calibrations from omega = 1 and
+those from the plug-in rates, and the data set plotted are pieces
+(``OUT/runs/``), so a stopped run resumes. All data sets come from one stream
+of the seed, in the order n = 50, n = 400, the plotted data set: a piece draws
+the stream up to its own data.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -50,6 +57,7 @@ import pandas as pd
 import xarray as xr
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import GridBackend, calibrate_gpc, grid, location_program
 from stanflow.gibbs.plugin import replicate_location_plugin
 from stanflow.idata import save
@@ -70,7 +78,13 @@ GRID_POINTS = 2001
 LEVEL = 0.95
 Z_LEVEL = 1.96
 CHUNK = 100
-GPC_REPLICATIONS = {True: 4, False: 100}
+GPC_STARTS = ("gpc", "gpc_from_plugin")
+"""GPC from omega = 1, and from the replication's plug-in rate."""
+
+SETTINGS = {
+    "quick": {"replications": 200, "gpc_replications": 4},
+    "full": {"replications": 2000, "gpc_replications": 100},
+}
 
 
 def gamma2_median() -> float:
@@ -87,87 +101,47 @@ def formula(omega: np.ndarray, omega_star: float) -> np.ndarray:
     return np.vectorize(math.erf)(z / math.sqrt(2))
 
 
-def coverage(
-    rng: np.random.Generator, n: int, replications: int, median: float, n_gpc: int
-) -> tuple[np.ndarray, xr.Dataset]:
-    """Coverage of ``median`` per learning rate, the plug-in calibrations of all
-    replications and the GPC calibrations of the first ``n_gpc``."""
-    theta = np.linspace(*PRIOR_SUPPORT, GRID_POINTS)
-    y = rng.gamma(2.0, 1.0, size=(replications, n))
-    covered = []
-    for part in np.split(y, range(CHUNK, replications, CHUNK)):
-        sums = grid.loss_sums(theta, part, loss_function("absolute"))
-        lower, upper = np.moveaxis(
-            grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
-        )
-        covered.append((lower <= median) & (median <= upper))
-    calibrations = replicate_location_plugin(y)
-    programs = [location_program(y[r], bounds=PRIOR_SUPPORT) for r in range(n_gpc)]
-    for name, start in (("gpc", None), ("gpc_from_plugin", calibrations["omega"].values)):
-        runs = [
-            arviz_compat.group(calibrate_gpc(
-                programs[r], backend=GridBackend(), seed=SEED + r,
-                omega0=1.0 if start is None else float(start[r])), "calibration")
-            for r in range(n_gpc)
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """Per n: the coverage and plug-in rates, then GPC from 1 and from the plug-in; the example."""
+    replications = settings["replications"]
+    per_n = []
+    for n in SIZES:
+        data = {"n": n, "replications": replications}
+        gpc = data | {"gpc_replications": settings["gpc_replications"]}
+        per_n += [
+            Cell(f"n{n}/coverage", data | {"part": "coverage"}),
+            Cell(f"n{n}/gpc", gpc | {"part": "gpc"}),
+            Cell(f"n{n}/gpc_from_plugin", gpc | {"part": "gpc_from_plugin"},
+                 needs=(f"n{n}/coverage",)),
         ]
-        calibrations[f"{name}_omega"] = ("gpc_replicate", [float(c["omega"]) for c in runs])
-        calibrations[f"{name}_steps"] = ("gpc_replicate", [int(c["steps"]) for c in runs])
-    return np.concatenate(covered).mean(axis=0), calibrations
+    return [*per_n, Cell("example", {"part": "example", "replications": replications})]
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Simulate, plot, save the InferenceData and return the summary."""
-    replications = 200 if quick else 2000
+def compute(run: CellRun) -> dict:
+    """One cell: coverage and plug-in rates, GPC calibrations, or the plotted data set."""
+    part = run.params["part"]
+    if part == "coverage":
+        return coverage(run)
+    if part == "example":
+        return {"y": data_sets(run, None)}
+    return gpc(run, part)
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Coverage against omega for both n, its distance from the formula, the calibrated rates."""
+    replications = settings["replications"]
     median = gamma2_median()
     density_at_median = median * math.exp(-median)
     omega_star = 2 * density_at_median
-    rng = np.random.default_rng(SEED)
-
-    results = {
-        n: coverage(rng, n, replications, median, GPC_REPLICATIONS[quick]) for n in SIZES
-    }
-    rates = np.array([results[n][0] for n in SIZES])
+    rates = coverage_rates(records)
     mcse = np.sqrt(rates * (1 - rates) / replications)
     expected = formula(np.array(OMEGAS), omega_star)
     z = (rates - expected) / np.sqrt(expected * (1 - expected) / replications)
-    calibrations = xr.concat(
-        [results[n][1] for n in SIZES], dim=pd.Index(SIZES, name="n")
-    )
-    plugin_median = calibrations["omega"].median("replicate")
-    gpc_median = calibrations["gpc_omega"].median("gpc_replicate")
-    gpc_plugin_median = calibrations["gpc_from_plugin_omega"].median("gpc_replicate")
-    save(
-        arviz_compat.build(
-            {
-                "calibration": calibrations,
-                "coverage": xr.Dataset(
-                    {
-                        "coverage": (("n", "omega"), rates),
-                        "mcse": (("n", "omega"), mcse),
-                        "formula": ("omega", expected),
-                    },
-                    coords={"n": list(SIZES), "omega": list(OMEGAS)},
-                    attrs={
-                        "level": LEVEL,
-                        "replications": replications,
-                        "true_median": median,
-                    },
-                ),
-            }
-        ),
-        out / "gibbs_coverage.nc",
-    )
-
-    example = rng.gamma(2.0, 1.0, size=SIZES[-1])
-    figure = plt.figure(figsize=(14, 6.5))
-    layout = figure.add_gridspec(3, 2, hspace=0.08, wspace=0.18)
-    _plot_posteriors(figure.add_subplot(layout[:, 0]), example, median, omega_star)
-    top = figure.add_subplot(layout[:2, 1])
-    bottom = figure.add_subplot(layout[2, 1], sharex=top)
-    _plot_coverage(
-        top, bottom, rates, mcse, calibrations, omega_star, replications
-    )
-    save_figure(figure, out / "gibbs_coverage.png")
+    calibrations = calibration_group(records)
+    medians = {
+        "plugin": calibrations["omega"].median("replicate"),
+        **{name: calibrations[f"{name}_omega"].median("gpc_replicate") for name in GPC_STARTS},
+    }
 
     def by_omega(values: np.ndarray) -> dict[str, float]:
         return {f"{omega:g}": float(v) for omega, v in zip(OMEGAS, values, strict=True)}
@@ -184,22 +158,132 @@ def run(out: Path, quick: bool) -> dict:
         "max_abs_z_n400": float(np.max(np.abs(z[SIZES.index(400)]))),
         "crossing_n400": _crossing(rates[SIZES.index(400)]),
         "crossing_n50": _crossing(rates[SIZES.index(50)]),
-        "calibrated_omega": {
-            "plugin": float(plugin_median.sel(n=400)),
-            "gpc": float(gpc_median.sel(n=400)),
-            "gpc_from_plugin": float(gpc_plugin_median.sel(n=400)),
-        },
-        "calibrated_omega_n50": {
-            "plugin": float(plugin_median.sel(n=50)),
-            "gpc": float(gpc_median.sel(n=50)),
-            "gpc_from_plugin": float(gpc_plugin_median.sel(n=50)),
-        },
-        "gpc_replications": GPC_REPLICATIONS[quick],
+        "calibrated_omega": {name: float(value.sel(n=400)) for name, value in medians.items()},
+        "calibrated_omega_n50": {name: float(value.sel(n=50)) for name, value in medians.items()},
+        "gpc_replications": settings["gpc_replications"],
         "replications": replications,
         "grid_points": GRID_POINTS,
-        "seed": SEED,
-        "quick": quick,
+        "quick": settings == SETTINGS["quick"],
     }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``gibbs_coverage.nc`` (calibrations and coverage) and ``gibbs_coverage.png``."""
+    replications, omega_star = summary["replications"], summary["omega_star"]
+    rates = coverage_rates(records)
+    mcse = np.sqrt(rates * (1 - rates) / replications)
+    calibrations = calibration_group(records)
+    save(
+        arviz_compat.build(
+            {
+                "calibration": calibrations,
+                "coverage": xr.Dataset(
+                    {
+                        "coverage": (("n", "omega"), rates),
+                        "mcse": (("n", "omega"), mcse),
+                        "formula": ("omega", formula(np.array(OMEGAS), omega_star)),
+                    },
+                    coords={"n": list(SIZES), "omega": list(OMEGAS)},
+                    attrs={
+                        "level": LEVEL,
+                        "replications": replications,
+                        "true_median": summary["median"],
+                    },
+                ),
+            }
+        ),
+        out / "gibbs_coverage.nc",
+    )
+    figure = plt.figure(figsize=(14, 6.5))
+    layout = figure.add_gridspec(3, 2, hspace=0.08, wspace=0.18)
+    _plot_posteriors(figure.add_subplot(layout[:, 0]), np.array(records["example"]["y"]),
+                     summary["median"], omega_star)
+    top = figure.add_subplot(layout[:2, 1])
+    bottom = figure.add_subplot(layout[2, 1], sharex=top)
+    _plot_coverage(top, bottom, rates, mcse, calibrations, omega_star, replications)
+    save_figure(figure, out / "gibbs_coverage.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every cell (resumed from ``out/runs``), the InferenceData, the figure and the summary."""
+    return EXPERIMENT.run(out, quick)
+
+
+# -- the cells -------------------------------------------------------------------
+
+def data_sets(run: CellRun, n: int | None) -> np.ndarray:
+    """The ``(R, n)`` data sets of size ``n``, or the plotted data set (``None``; n = 400).
+
+    All come from the seed's one stream: R data sets per n in ``SIZES``, then
+    the plotted one; the stream is drawn up to the ones asked for.
+    """
+    rng = run.rng()
+    for size in SIZES:
+        y = rng.gamma(2.0, 1.0, size=(run.params["replications"], size))
+        if size == n:
+            return y
+    return rng.gamma(2.0, 1.0, size=SIZES[-1])
+
+
+def coverage(run: CellRun) -> dict:
+    """Coverage of the median per learning rate, and the plug-in calibration of every replication."""
+    theta = np.linspace(*PRIOR_SUPPORT, GRID_POINTS)
+    median = gamma2_median()
+    y = data_sets(run, run.params["n"])
+    covered = []
+    for part in np.split(y, range(CHUNK, len(y), CHUNK)):
+        sums = grid.loss_sums(theta, part, loss_function("absolute"))
+        lower, upper = np.moveaxis(
+            grid.interval(grid.posterior(theta, sums, OMEGAS), LEVEL), -1, 0
+        )
+        covered.append((lower <= median) & (median <= upper))
+    return {
+        "coverage": np.concatenate(covered).mean(axis=0),
+        "plugin": replicate_location_plugin(y).to_dict(data="list"),
+    }
+
+
+def gpc(run: CellRun, start: str) -> dict:
+    """GPC (grid backend) on the first replications, from omega = 1 or from their plug-in rates."""
+    y = data_sets(run, run.params["n"])
+    starts = (np.ones(len(y)) if start == "gpc"
+              else plugin_group(run.needed[f"n{run.params['n']}/coverage"])["omega"].values)
+    runs = [
+        arviz_compat.group(calibrate_gpc(
+            location_program(y[r], bounds=PRIOR_SUPPORT), backend=GridBackend(),
+            seed=run.seed + r, omega0=float(starts[r])), "calibration")
+        for r in range(run.params["gpc_replications"])
+    ]
+    return {"omega": [float(c["omega"]) for c in runs], "steps": [int(c["steps"]) for c in runs]}
+
+
+# -- summaries -------------------------------------------------------------------
+
+def plugin_group(record: dict) -> xr.Dataset:
+    """The plug-in calibrations of a coverage cell's record."""
+    return xr.Dataset.from_dict(record["plugin"])
+
+
+def coverage_rates(records: Records) -> np.ndarray:
+    """``(n, omega)`` coverage of the median."""
+    return np.array([records[f"n{n}/coverage"]["coverage"] for n in SIZES])
+
+
+def calibration_group(records: Records) -> xr.Dataset:
+    """Plug-in calibrations by ``n`` and ``replicate``; GPC's by ``n`` and ``gpc_replicate``."""
+    groups = []
+    for n in SIZES:
+        group = plugin_group(records[f"n{n}/coverage"])
+        for name in GPC_STARTS:
+            record = records[f"n{n}/{name}"]
+            group[f"{name}_omega"] = ("gpc_replicate", record["omega"])
+            group[f"{name}_steps"] = ("gpc_replicate", record["steps"])
+        groups.append(group)
+    return xr.concat(groups, dim=pd.Index(SIZES, name="n"))
 
 
 def _crossing(rates: np.ndarray) -> float | None:

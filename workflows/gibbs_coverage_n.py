@@ -28,6 +28,10 @@ Reported per n:
 Writes ``gibbs_coverage_n.png`` (distance from the formula against omega for
 every n; the mean excess and its split against n with the fit; ``omega_n``
 against n), ``gibbs_coverage_n.nc`` and ``summary.json``.
+
+Every n is a piece (``OUT/runs/n<n>.json``), so a stopped run resumes. The data
+sets of all n come from one stream of the seed, in the order of ``SIZES``: a
+piece draws the stream up to its own.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -47,6 +52,7 @@ from scipy import optimize
 from scipy.special import erf
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments
 from stanflow.gibbs.gpc.fixed_point import BRACKET, plateau_end
 from stanflow.idata import save
@@ -62,12 +68,13 @@ SIZES = (25, 50, 100, 200, 400)
 OMEGAS = (0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1, 1.25, 1.5, 2, 2.5, 3, 4, 5, 6.5, 8, 10)
 SMALL = 1.0
 """The mean excess is taken over the learning rates up to this one."""
-REPLICATIONS = {True: 1000, False: 20000}
 BOUNDS = (0.0, 8.0)
 LEVEL = 0.95
 Z_LEVEL = 1.959963984540054
 ELEMENTS = 2_000_000
 """Data sets are processed in chunks of at most this many observations."""
+
+SETTINGS = {"quick": {"replications": 1000}, "full": {"replications": 20000}}
 
 
 def gamma2_median() -> float:
@@ -80,9 +87,138 @@ def formula(omega: np.ndarray, omega_star: float) -> np.ndarray:
     return erf(Z_LEVEL * np.sqrt(omega_star / np.asarray(omega)) / math.sqrt(2))
 
 
-def simulate(rng: np.random.Generator, n: int, replications: int, median: float) -> dict:
+def truth() -> tuple[float, float, float]:
+    """The median ``m`` of Gamma(2, 1), its density ``f(m)`` and ``omega* = 2 f(m)``."""
+    median = gamma2_median()
+    density = median * math.exp(-median)
+    return median, density, 2 * density
+
+
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per n."""
+    return [Cell(f"n{n}", {"n": n, "replications": settings["replications"]}) for n in SIZES]
+
+
+def compute(run: CellRun) -> dict:
+    """One n: its summary row and the coverage the sample median alone would give."""
+    n, replications = run.params["n"], run.params["replications"]
+    median, density, omega_star = truth()
+    omegas = np.array(OMEGAS, dtype=float)
+    expected = formula(omegas, omega_star)
+    small = omegas <= SMALL
+    sim = simulate(data_sets(run, n), median)
+    covered = sim["covered"]
+    gap = np.abs(sim["sample_median"] - median)[:, None] * np.sqrt(2 * omegas * n * density)
+    median_only = gap <= Z_LEVEL  # (R, omega)
+    rate, rate_median = covered.mean(0), median_only.mean(0)
+    # per-replication averages over omega <= 1: their spread gives honest errors
+    excess = covered[:, small].mean(1) - expected[small].mean()
+    estimator_part = median_only[:, small].mean(1) - expected[small].mean()
+    posterior_part = excess - estimator_part
+    sd_ratio = float(np.std(sim["sample_median"], ddof=1) * 2 * density * math.sqrt(n))
+    row = {
+        "coverage": _by_omega(rate),
+        "mcse": _by_omega(np.sqrt(rate * (1 - rate) / replications)),
+        "distance": _by_omega(rate - expected),
+        "mean_excess_small_omega": float(excess.mean()),
+        "mean_excess_small_omega_se": _se(excess),
+        "estimator_part": float(estimator_part.mean()),
+        "estimator_part_se": _se(estimator_part),
+        "posterior_part": float(posterior_part.mean()),
+        "posterior_part_se": _se(posterior_part),
+        "max_distance_small_omega": float(np.max(rate[small] - expected[small])),
+        "min_distance_small_omega": float(np.min(rate[small] - expected[small])),
+        "omega_n": sim["omega_n"],
+        "omega_n_se": sim["omega_n_se"],
+        "median_sd_ratio": sd_ratio,
+        "median_sd_ratio_se": sd_ratio / math.sqrt(2 * (replications - 1)),
+    }
+    return {"row": row, "median_only": rate_median}
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Every n's row, the power-law fits of the excess and of the posterior's share."""
+    rows = {f"n{n}": records[f"n{n}"]["row"] for n in SIZES}
+    median, density, omega_star = truth()
+    fit, posterior_fit = (
+        _power_fit(
+            np.array(SIZES, dtype=float),
+            np.array([rows[f"n{n}"][key] for n in SIZES]),
+            np.array([rows[f"n{n}"][f"{key}_se"] for n in SIZES]),
+        )
+        for key in ("mean_excess_small_omega", "posterior_part")
+    )
+    return {
+        **rows,
+        "omega_star": omega_star,
+        "median": median,
+        "density_at_median": density,
+        "formula": _by_omega(formula(np.array(OMEGAS, dtype=float), omega_star)),
+        "excess_fit": fit,
+        "posterior_part_fit": posterior_fit,
+        "small_omega_max": SMALL,
+        "sizes": list(SIZES),
+        "replications": settings["replications"],
+        "quick": settings == SETTINGS["quick"],
+    }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``gibbs_coverage_n.nc`` (coverage curves by n) and ``gibbs_coverage_n.png``."""
+    omegas = np.array(OMEGAS, dtype=float)
+    expected = formula(omegas, summary["omega_star"])
+    save(
+        arviz_compat.build(
+            {
+                "coverage": xr.Dataset(
+                    {
+                        "coverage": (("n", "omega"), np.array(
+                            [list(summary[f"n{n}"]["coverage"].values()) for n in SIZES])),
+                        "median_only": (("n", "omega"), np.array(
+                            [records[f"n{n}"]["median_only"] for n in SIZES])),
+                        "formula": ("omega", expected),
+                    },
+                    coords={"n": list(SIZES), "omega": omegas},
+                    attrs={"replications": summary["replications"], "level": LEVEL,
+                           "true_median": summary["median"]},
+                )
+            }
+        ),
+        out / "gibbs_coverage_n.nc",
+    )
+    save_figure(_figure(summary, omegas, expected), out / "gibbs_coverage_n.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every n (resumed from ``out/runs``), the fits, the InferenceData, the figure and the summary."""
+    summary = EXPERIMENT.run(out, quick)
+    for n in SIZES:
+        row = summary[f"n{n}"]
+        print(
+            f"n = {n:>3}: mean excess over omega <= 1 {row['mean_excess_small_omega']:+.4f} "
+            f"+- {row['mean_excess_small_omega_se']:.4f} (estimator {row['estimator_part']:+.4f}, "
+            f"posterior {row['posterior_part']:+.4f}), omega_n {row['omega_n']:.3f}"
+        )
+    fit = summary["excess_fit"]
+    print(f"excess ~ {fit['amplitude']:.3f} n^-{fit['exponent']:.2f} (+- {fit['exponent_se']:.2f})")
+    return summary
+
+
+def data_sets(run: CellRun, n: int) -> np.ndarray:
+    """The ``(R, n)`` data sets of size ``n``: the seed's one stream holds R data sets per n in ``SIZES``."""
+    rng, replications = run.rng(), run.params["replications"]
+    for size in SIZES[:SIZES.index(n)]:
+        rng.gamma(2.0, 1.0, size=(replications, size))  # the smaller sizes' data sets
+    return rng.gamma(2.0, 1.0, size=(replications, n))
+
+
+def simulate(y: np.ndarray, median: float) -> dict:
     """Coverage indicators per data set and omega, the sample medians, and ``omega_n``."""
-    y = rng.gamma(2.0, 1.0, size=(replications, n))
+    replications, n = y.shape
     chunk = max(1, ELEMENTS // n)
     segments = [
         absolute_segments(y[start:start + chunk], median, BOUNDS)
@@ -110,98 +246,6 @@ def simulate(rng: np.random.Generator, n: int, replications: int, median: float)
         "omega_n": omega_n,
         "omega_n_se": math.sqrt(LEVEL * (1 - LEVEL) / replications) / abs(slope),
     }
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Simulate every n, split and fit the excess, plot, return the summary."""
-    rng = np.random.default_rng(SEED)
-    replications = REPLICATIONS[quick]
-    median = gamma2_median()
-    density = median * math.exp(-median)
-    omega_star = 2 * density
-    omegas = np.array(OMEGAS, dtype=float)
-    expected = formula(omegas, omega_star)
-    small = omegas <= SMALL
-
-    rows, arrays = {}, {"coverage": [], "median_only": []}
-    for n in SIZES:
-        sim = simulate(rng, n, replications, median)
-        covered = sim["covered"]
-        gap = np.abs(sim["sample_median"] - median)[:, None] * np.sqrt(2 * omegas * n * density)
-        median_only = gap <= Z_LEVEL  # (R, omega)
-        rate, rate_median = covered.mean(0), median_only.mean(0)
-        arrays["coverage"].append(rate)
-        arrays["median_only"].append(rate_median)
-        # per-replication averages over omega <= 1: their spread gives honest errors
-        excess = covered[:, small].mean(1) - expected[small].mean()
-        estimator_part = median_only[:, small].mean(1) - expected[small].mean()
-        posterior_part = excess - estimator_part
-        sd_ratio = float(np.std(sim["sample_median"], ddof=1) * 2 * density * math.sqrt(n))
-        rows[f"n{n}"] = {
-            "coverage": _by_omega(rate),
-            "mcse": _by_omega(np.sqrt(rate * (1 - rate) / replications)),
-            "distance": _by_omega(rate - expected),
-            "mean_excess_small_omega": float(excess.mean()),
-            "mean_excess_small_omega_se": _se(excess),
-            "estimator_part": float(estimator_part.mean()),
-            "estimator_part_se": _se(estimator_part),
-            "posterior_part": float(posterior_part.mean()),
-            "posterior_part_se": _se(posterior_part),
-            "max_distance_small_omega": float(np.max(rate[small] - expected[small])),
-            "min_distance_small_omega": float(np.min(rate[small] - expected[small])),
-            "omega_n": sim["omega_n"],
-            "omega_n_se": sim["omega_n_se"],
-            "median_sd_ratio": sd_ratio,
-            "median_sd_ratio_se": sd_ratio / math.sqrt(2 * (replications - 1)),
-        }
-    fit, posterior_fit = (
-        _power_fit(
-            np.array(SIZES, dtype=float),
-            np.array([rows[f"n{n}"][key] for n in SIZES]),
-            np.array([rows[f"n{n}"][f"{key}_se"] for n in SIZES]),
-        )
-        for key in ("mean_excess_small_omega", "posterior_part")
-    )
-    save(
-        arviz_compat.build(
-            {
-                "coverage": xr.Dataset(
-                    {
-                        "coverage": (("n", "omega"), np.array(arrays["coverage"])),
-                        "median_only": (("n", "omega"), np.array(arrays["median_only"])),
-                        "formula": ("omega", expected),
-                    },
-                    coords={"n": list(SIZES), "omega": omegas},
-                    attrs={"replications": replications, "level": LEVEL, "true_median": median},
-                )
-            }
-        ),
-        out / "gibbs_coverage_n.nc",
-    )
-    summary = {
-        **rows,
-        "omega_star": omega_star,
-        "median": median,
-        "density_at_median": density,
-        "formula": _by_omega(expected),
-        "excess_fit": fit,
-        "posterior_part_fit": posterior_fit,
-        "small_omega_max": SMALL,
-        "sizes": list(SIZES),
-        "replications": replications,
-        "seed": SEED,
-        "quick": quick,
-    }
-    save_figure(_figure(summary, omegas, expected), out / "gibbs_coverage_n.png")
-    for n in SIZES:
-        row = rows[f"n{n}"]
-        print(
-            f"n = {n:>3}: mean excess over omega <= 1 {row['mean_excess_small_omega']:+.4f} "
-            f"+- {row['mean_excess_small_omega_se']:.4f} (estimator {row['estimator_part']:+.4f}, "
-            f"posterior {row['posterior_part']:+.4f}), omega_n {row['omega_n']:.3f}"
-        )
-    print(f"excess ~ {fit['amplitude']:.3f} n^-{fit['exponent']:.2f} (+- {fit['exponent_se']:.2f})")
-    return summary
 
 
 def _covers(cdf_values: np.ndarray) -> np.ndarray:

@@ -32,6 +32,12 @@ Writes ``gibbs_gpc_bias.png`` (fixed points against n for both losses, with
 ``omega*`` and ``omega_n``; coverage of GPC's intervals), ``gibbs_gpc_bias.nc``
 (per replication: fixed point, plateau ends, bootstrap coverage at omega*,
 covered) and ``summary.json``.
+
+Every (loss, n), every n's ``omega_n`` of the median and the B = 1000 check
+are pieces (``OUT/runs/``), so a stopped run resumes. All data come from one
+stream of the seed: per n the data sets, then per n their resamples' seeds,
+then per n the median's separate data sets for ``omega_n``; a piece draws the
+stream up to its own.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -51,6 +58,7 @@ import xarray as xr
 from scipy import optimize, stats
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
 from stanflow.gibbs.gpc.fixed_point import (
     BRACKET,
@@ -72,14 +80,20 @@ SIZES = (50, 100, 400)
 B = 200
 ALPHA = 0.05
 BOUNDS = (0.0, 8.0)
-REPLICATIONS = {True: {"absolute": 12, "squared": 40}, False: {"absolute": 1200, "squared": 4000}}
-"""Data sets per n; the median uses the first ones of the mean's (its bisections cost more)."""
-ORACLE_REPLICATIONS = {True: 1000, False: 40000}
 B_CHECK = 1000
-B_CHECK_REPLICATIONS = {True: 4, False: 100}
 ELEMENTS = 4_000_000
 """Replications are processed in chunks of at most this many (resample, observation) pairs."""
 LOSSES = ("absolute", "squared")
+
+SETTINGS = {
+    "quick": {"replications": {"absolute": 12, "squared": 40}, "oracle_replications": 1000,
+              "b_check_replications": 4},
+    "full": {"replications": {"absolute": 1200, "squared": 4000}, "oracle_replications": 40000,
+             "b_check_replications": 100},
+}
+"""``replications``: data sets per n and loss; the median uses the first ones of the mean's (its
+bisections cost more). ``oracle_replications``: the median's separate data sets per n for
+``omega_n``. ``b_check_replications``: the first data sets at n = 100 checked with B = 1000."""
 
 
 def gamma2_median() -> float:
@@ -137,10 +151,10 @@ def replicate(y: np.ndarray, loss: str, seeds: np.ndarray, resamples: int) -> xr
     )
 
 
-def oracle_absolute(rng: np.random.Generator, n: int, replications: int) -> tuple[float, float]:
-    """The median's ``omega_n``: exact coverage 0.95 over separate data sets, and its
-    Monte Carlo standard error (delta method through the coverage curve's slope)."""
-    y = rng.gamma(2.0, 1.0, size=(replications, n))
+def oracle_absolute(y: np.ndarray) -> tuple[float, float]:
+    """The median's ``omega_n``: exact coverage 0.95 over the separate data sets ``y`` (R, n), and
+    its Monte Carlo standard error (delta method through the coverage curve's slope)."""
+    replications, n = y.shape
     location, _ = truth("absolute")
     chunk = max(1, ELEMENTS // n)
     segments = [
@@ -171,60 +185,89 @@ def oracle_squared(n: int) -> float:
     return float(optimize.brentq(gap, 0.01, 10.0))
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Measure the fixed points, plot, save the InferenceData, return the summary."""
-    rng = np.random.default_rng(SEED)
-    replications = REPLICATIONS[quick]
-    most = max(replications.values())
-    results: dict[str, list[xr.Dataset]] = {loss: [] for loss in LOSSES}
-    oracle: dict[str, dict[int, tuple[float, float]]] = {loss: {} for loss in LOSSES}
-    data = {n: rng.gamma(2.0, 1.0, size=(most, n)) for n in SIZES}
-    seeds = {n: rng.integers(0, 2**31 - 1, size=most) for n in SIZES}
-    for n in SIZES:
-        for loss in LOSSES:
-            rows = slice(0, replications[loss])
-            results[loss].append(replicate(data[n][rows], loss, seeds[n][rows], B))
-        oracle["absolute"][n] = oracle_absolute(rng, n, ORACLE_REPLICATIONS[quick])
-        oracle["squared"][n] = (oracle_squared(n), 0.0)
-    check_rows = slice(0, B_CHECK_REPLICATIONS[quick])
-    b_check = replicate(data[100][check_rows], "absolute", seeds[100][check_rows], B_CHECK)
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """Per loss and n the fixed points, per n the median's ``omega_n``, and the B = 1000 check."""
+    drawn = {"data_sets": max(settings["replications"].values())}
+    fixed = [
+        Cell(f"{loss}/n{n}", drawn | {"part": "fixed_point", "loss": loss, "n": n,
+                                      "replications": settings["replications"][loss], "B": B})
+        for loss in LOSSES for n in SIZES
+    ]
+    oracle = [
+        Cell(f"oracle/n{n}", drawn | {"part": "oracle", "n": n,
+                                      "replications": settings["oracle_replications"]})
+        for n in SIZES
+    ]
+    check = Cell("b_check", drawn | {"part": "fixed_point", "loss": "absolute", "n": 100,
+                                     "replications": settings["b_check_replications"], "B": B_CHECK})
+    return [*fixed, *oracle, check]
 
-    groups = {
-        loss: xr.concat(results[loss], dim=pd.Index(SIZES, name="n")) for loss in LOSSES
+
+def compute(run: CellRun) -> dict:
+    """One cell: fixed points (per data set) or the median's ``omega_n`` with its error."""
+    params = run.params
+    if params["part"] == "oracle":
+        omega_n, omega_n_se = oracle_absolute(oracle_data(run, params["n"]))
+        return {"omega_n": omega_n, "omega_n_se": omega_n_se}
+    y, seeds, _ = data(run, params["n"])
+    rows = slice(0, params["replications"])
+    found = replicate(y[rows], params["loss"], seeds[rows], params["B"])
+    return {"replicates": {key: found[key].values for key in found.data_vars}}
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Per loss and n the fixed points against ``omega*`` and ``omega_n``; the B = 1000 check."""
+    groups = fixed_point_groups(records)
+    oracle = {
+        "absolute": {n: (records[f"oracle/n{n}"]["omega_n"], records[f"oracle/n{n}"]["omega_n_se"])
+                     for n in SIZES},
+        "squared": {n: (oracle_squared(n), 0.0) for n in SIZES},
     }
-    save(
-        arviz_compat.build(
-            {**{f"fixed_point_{loss}": groups[loss] for loss in LOSSES}, "b_check": b_check}
-        ),
-        out / "gibbs_gpc_bias.nc",
-    )
-    summary_losses = {loss: _loss_summary(groups[loss], loss, oracle[loss]) for loss in LOSSES}
-    paired = (
-        b_check["omega"].values - groups["absolute"]["omega"].sel(n=100).values[check_rows]
-    )
-    summary = {
-        **summary_losses,
+    b_check = replicates(records["b_check"])
+    check_rows = slice(0, settings["b_check_replications"])
+    same_data = groups["absolute"]["omega"].sel(n=100).values[check_rows]
+    paired = b_check["omega"].values - same_data
+    return {
+        **{loss: _loss_summary(groups[loss], loss, oracle[loss]) for loss in LOSSES},
         "b_check": {
             "n": 100,
             "B": B_CHECK,
             "replications": int(b_check.sizes["replicate"]),
             "mean_omega": float(b_check["omega"].mean()),
-            "mean_omega_B200_same_data": float(
-                groups["absolute"]["omega"].sel(n=100).values[check_rows].mean()
-            ),
+            "mean_omega_B200_same_data": float(same_data.mean()),
             "mean_difference": float(paired.mean()),
             "mean_difference_se": float(paired.std(ddof=1) / math.sqrt(paired.size)),
         },
         "sizes": list(SIZES),
         "B": B,
         "alpha": ALPHA,
-        "replications": replications,
-        "oracle_replications": ORACLE_REPLICATIONS[quick],
-        "seed": SEED,
-        "quick": quick,
+        "replications": settings["replications"],
+        "oracle_replications": settings["oracle_replications"],
+        "quick": settings == SETTINGS["quick"],
     }
-    figure = _figure(groups, summary_losses)
-    save_figure(figure, out / "gibbs_gpc_bias.png")
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``gibbs_gpc_bias.nc`` (per data set) and ``gibbs_gpc_bias.png``."""
+    groups = fixed_point_groups(records)
+    save(
+        arviz_compat.build(
+            {**{f"fixed_point_{loss}": groups[loss] for loss in LOSSES},
+             "b_check": replicates(records["b_check"])}
+        ),
+        out / "gibbs_gpc_bias.nc",
+    )
+    save_figure(_figure(groups, {loss: summary[loss] for loss in LOSSES}),
+                out / "gibbs_gpc_bias.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every cell (resumed from ``out/runs``), the InferenceData, the figure and the summary."""
+    summary = EXPERIMENT.run(out, quick)
     for loss in LOSSES:
         for n in SIZES:
             row = summary[loss][f"n{n}"]
@@ -235,6 +278,43 @@ def run(out: Path, quick: bool) -> dict:
                 f"{row['coverage_at_fixed_point']:.3f} +- {row['coverage_se']:.3f}"
             )
     return summary
+
+
+def data(run: CellRun, n: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
+    """The ``(D, n)`` data sets of size ``n``, their resamples' seeds, and the stream after them.
+
+    The seed's one stream holds ``D = data_sets`` data sets per n in ``SIZES``,
+    then ``D`` seeds per n, then the median's separate data sets per n.
+    """
+    rng, count = run.rng(), run.params["data_sets"]
+    data_sets = {size: rng.gamma(2.0, 1.0, size=(count, size)) for size in SIZES}
+    seeds = {size: rng.integers(0, 2**31 - 1, size=count) for size in SIZES}
+    return data_sets[n], seeds[n], rng
+
+
+def oracle_data(run: CellRun, n: int) -> np.ndarray:
+    """The median's separate ``(R, n)`` data sets of size ``n``, for ``omega_n``."""
+    *_, rng = data(run, n)
+    replications = run.params["replications"]
+    for size in SIZES[:SIZES.index(n)]:
+        rng.gamma(2.0, 1.0, size=(replications, size))  # the smaller sizes' data sets
+    return rng.gamma(2.0, 1.0, size=(replications, n))
+
+
+def replicates(record: dict) -> xr.Dataset:
+    """A fixed-point cell's per data set results."""
+    return xr.Dataset(
+        {key: ("replicate", np.array(values)) for key, values in record["replicates"].items()}
+    )
+
+
+def fixed_point_groups(records: Records) -> dict[str, xr.Dataset]:
+    """Per loss, the fixed points by ``n`` and ``replicate``."""
+    return {
+        loss: xr.concat([replicates(records[f"{loss}/n{n}"]) for n in SIZES],
+                        dim=pd.Index(SIZES, name="n"))
+        for loss in LOSSES
+    }
 
 
 def _loss_summary(group: xr.Dataset, loss: str, oracle: dict[int, tuple[float, float]]) -> dict:

@@ -25,8 +25,10 @@ smallest possible, is ``(1 - easy fraction) / 40`` (1/80 with easy points, 1/40
 without). Also the posterior mean degree. Risks are exact (Gauss-Legendre
 quadrature over ``u``).
 
-Writes ``gibbs_safebayes.png`` (risk, chosen rates and posterior mean degree
-against n), ``gibbs_safebayes.nc`` and ``summary.json``.
+Every data set is a piece (``OUT/runs/{wrong_model,correct_model}/NNN.json``),
+so a stopped run resumes. Writes ``gibbs_safebayes.png`` (risk, chosen rates
+and posterior mean degree against n), ``gibbs_safebayes.nc`` and
+``summary.json`` (the model's constants under ``model``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -45,6 +48,7 @@ import xarray as xr
 from numpy.polynomial import legendre
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs.safebayes import VARIANTS, choose_eta, default_etas
 from stanflow.gibbs.safebayes_averaging import (
     mean_degree,
@@ -66,9 +70,14 @@ SIGMA2 = 1 / 40
 EASY_FRACTION = 0.5
 BETA_TRUE = np.r_[0.0, np.full(4, 0.1), np.zeros(DEGREES - 4)]
 PRIOR = {"prior_scale": 1.0, "a0": 1.0, "b0": 1 / 40}
-SIZES = {True: (25, 50, 100), False: (25, 50, 100, 200, 400)}
-REPLICATIONS = {True: {"wrong": 4, "correct": 2}, False: {"wrong": 100, "correct": 40}}
+MODELS = {"wrong_model": ("wrong", EASY_FRACTION), "correct_model": ("correct", 0.0)}
+"""Summary key: (key of ``replications``, share of easy points)."""
 FITS = (*VARIANTS, "bayes", "oracle")
+
+SETTINGS = {
+    "quick": {"sizes": [25, 50, 100], "replications": {"wrong": 4, "correct": 2}},
+    "full": {"sizes": [25, 50, 100, 200, 400], "replications": {"wrong": 100, "correct": 40}},
+}
 
 
 def degree_priors() -> dict[str, np.ndarray]:
@@ -88,6 +97,18 @@ def sample(rng: np.random.Generator, n: int, easy_fraction: float) -> tuple[np.n
     return X, y
 
 
+def data_set(seed: int, n: int, draw: int, easy_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """Data set ``draw`` (from 0) of the seed's one stream of data sets of ``n`` points.
+
+    The wrong-model data sets come first, then the control's; a data set
+    takes as many numbers from the stream whatever its share of easy points.
+    """
+    rng = np.random.default_rng(seed)
+    for _ in range(draw):
+        sample(rng, n, easy_fraction)
+    return sample(rng, n, easy_fraction)
+
+
 def square_risk(beta: np.ndarray, easy_fraction: float) -> np.ndarray:
     """``E (Y - x' beta)^2`` under the data distribution, for coefficients ``beta`` (..., K).
 
@@ -102,9 +123,80 @@ def square_risk(beta: np.ndarray, easy_fraction: float) -> np.ndarray:
     return easy_fraction * beta[..., 0] ** 2 + (1 - easy_fraction) * hard
 
 
-def replicate(rng: np.random.Generator, easy_fraction: float, sizes: tuple[int, ...]) -> dict:
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per data set: the wrong model's, then the control's."""
+    out, draw = [], 0
+    for model, (key, easy_fraction) in MODELS.items():
+        for r in range(settings["replications"][key]):
+            params = {"easy_fraction": easy_fraction, "sizes": settings["sizes"], "draw": draw}
+            out.append(Cell(f"{model}/{r:03d}", params))
+            draw += 1
+    return out
+
+
+def compute(run: CellRun) -> dict:
     """One data set: per degree prior, chosen rates, risks and mean degrees at every size."""
-    X, y = sample(rng, max(sizes), easy_fraction)
+    sizes, easy_fraction = tuple(run.params["sizes"]), run.params["easy_fraction"]
+    X, y = data_set(run.seed, max(sizes), run.params["draw"], easy_fraction)
+    return replicate(X, y, easy_fraction, sizes)
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Per model and degree prior, the rates, risks and degrees at every size."""
+    stacks = {model: stacked(records, model, settings["sizes"]) for model in MODELS}
+    return {
+        **{model: {p: _summarise(stack.sel(prior=p)) for p in stack["prior"].values}
+           for model, stack in stacks.items()},
+        "model": {
+            "degrees": DEGREES,
+            "sigma2": SIGMA2,
+            "easy_fraction": EASY_FRACTION,
+            "beta_true": "0.1 for P_1..P_4, 0 otherwise",
+            "prior_scale": PRIOR["prior_scale"],
+            "a0": PRIOR["a0"],
+            "b0": PRIOR["b0"],
+            "etas": [float(e) for e in default_etas()],
+        },
+        "sizes": list(settings["sizes"]),
+        "replications": settings["replications"],
+        "quick": settings == SETTINGS["quick"],
+    }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``gibbs_safebayes.png``, and ``gibbs_safebayes.nc``: every data set's rates, risks, degrees."""
+    sizes = summary["settings"]["sizes"]
+    groups = {model: stacked(records, model, sizes) for model in MODELS}
+    save(arviz_compat.build(groups), out / "gibbs_safebayes.nc")
+    save_figure(_figure(summary, tuple(sizes)), out / "gibbs_safebayes.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``), the figure, the InferenceData and the summary."""
+    summary = EXPERIMENT.run(out, quick)
+    report(summary)
+    return summary
+
+
+def report(summary: dict[str, Any]) -> None:
+    """Print the wrong model's rates and risks (uniform prior on degrees) at every size."""
+    for n in summary["sizes"]:
+        row = summary["wrong_model"]["uniform"][f"n{n}"]
+        print(
+            f"n = {n:>3}: eta R-log {row['eta_median']['r-log']:.3f}, "
+            f"I-log {row['eta_median']['i-log']:.3f}; "
+            f"risk Bayes {row['risk']['bayes']:.4f}, R-log {row['risk']['r-log']:.4f}, "
+            f"I-log {row['risk']['i-log']:.4f}, oracle {row['risk']['oracle']:.4f} "
+            f"(floor {row['risk_floor']:.4f})"
+        )
+
+
+def replicate(X: np.ndarray, y: np.ndarray, easy_fraction: float, sizes: tuple[int, ...]) -> dict:
+    """Per degree prior: eta (n, variant), risk (n, fit) and degree (n, degree fit) at ``sizes``."""
     etas = default_etas()
     sequences = sequential_models(y, X, etas, checkpoints=sizes, **PRIOR)
     bayes = int(np.argmax(etas))
@@ -130,9 +222,10 @@ def replicate(rng: np.random.Generator, easy_fraction: float, sizes: tuple[int, 
     return out
 
 
-def experiment(rng: np.random.Generator, easy_fraction: float, replications: int, sizes) -> xr.Dataset:
-    """Replications stacked: eta (prior, replicate, n, variant), risk (.., fit), degree (.., fit)."""
-    runs = [replicate(rng, easy_fraction, sizes) for _ in range(replications)]
+def stacked(records: Records, model: str, sizes: list[int]) -> xr.Dataset:
+    """A model's data sets: eta (prior, replicate, n, variant), risk (.., fit), degree (.., fit)."""
+    runs = [record for name, record in records.items() if name.startswith(f"{model}/")]
+    easy_fraction = MODELS[model][1]
     priors = list(degree_priors())
     stack = {
         key: np.array([[run[p][key] for run in runs] for p in priors])
@@ -153,44 +246,6 @@ def experiment(rng: np.random.Generator, easy_fraction: float, replications: int
         },
         attrs={"easy_fraction": easy_fraction, "risk_floor": (1 - easy_fraction) * SIGMA2},
     )
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Run the wrong-model experiment and its control, plot, return the summary."""
-    rng = np.random.default_rng(SEED)
-    sizes = SIZES[quick]
-    wrong = experiment(rng, EASY_FRACTION, REPLICATIONS[quick]["wrong"], sizes)
-    correct = experiment(rng, 0.0, REPLICATIONS[quick]["correct"], sizes)
-    save(arviz_compat.build({"wrong_model": wrong, "correct_model": correct}), out / "gibbs_safebayes.nc")
-    summary = {
-        "wrong_model": {p: _summarise(wrong.sel(prior=p)) for p in wrong["prior"].values},
-        "correct_model": {p: _summarise(correct.sel(prior=p)) for p in correct["prior"].values},
-        "settings": {
-            "degrees": DEGREES,
-            "sigma2": SIGMA2,
-            "easy_fraction": EASY_FRACTION,
-            "beta_true": "0.1 for P_1..P_4, 0 otherwise",
-            "prior_scale": PRIOR["prior_scale"],
-            "a0": PRIOR["a0"],
-            "b0": PRIOR["b0"],
-            "etas": [float(e) for e in default_etas()],
-        },
-        "sizes": list(sizes),
-        "replications": REPLICATIONS[quick],
-        "seed": SEED,
-        "quick": quick,
-    }
-    save_figure(_figure(summary, sizes), out / "gibbs_safebayes.png")
-    for n in sizes:
-        row = summary["wrong_model"]["uniform"][f"n{n}"]
-        print(
-            f"n = {n:>3}: eta R-log {row['eta_median']['r-log']:.3f}, "
-            f"I-log {row['eta_median']['i-log']:.3f}; "
-            f"risk Bayes {row['risk']['bayes']:.4f}, R-log {row['risk']['r-log']:.4f}, "
-            f"I-log {row['risk']['i-log']:.4f}, oracle {row['risk']['oracle']:.4f} "
-            f"(floor {row['risk_floor']:.4f})"
-        )
-    return summary
 
 
 def _summarise(group: xr.Dataset) -> dict:

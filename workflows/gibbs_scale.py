@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import sys
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +46,10 @@ import numpy as np
 from scipy.stats import norm
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import calibrate_path, linear_program, posterior
 from stanflow.gibbs.gpc.regions import draws_inside
-from stanflow.workflows import Pieces, main, run_parallel, save_figure
+from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
     "Calibration at scale: GPC with 20 coefficients (particles moved to every resample) "
@@ -61,15 +61,17 @@ ALPHA = 0.05
 DESIGNS = {"hetero_tau90": 0.9, "homo_tau50": 0.5}
 
 
-def settings(quick: bool) -> dict[str, Any]:
-    """The full run's sizes, or the quick run's."""
-    return {
-        "scale": {"K": 6 if quick else 20, "n": 300 if quick else 1000,
-                  "datasets": 2 if quick else 100, "B": 60 if quick else 200,
-                  "particles": 2000 if quick else 4000, "nuts_draws": 1000 if quick else 2000},
-        "shape": {"n": 200, "datasets": 3 if quick else 200, "B": 60 if quick else 200,
-                  "particles": 2000 if quick else 4000},
-    }
+SETTINGS = {
+    "quick": {
+        "scale": {"K": 6, "n": 300, "datasets": 2, "B": 60, "particles": 2000, "nuts_draws": 1000},
+        "shape": {"n": 200, "datasets": 3, "B": 60, "particles": 2000},
+    },
+    "full": {
+        "scale": {"K": 20, "n": 1000, "datasets": 100, "B": 200, "particles": 4000,
+                  "nuts_draws": 2000},
+        "shape": {"n": 200, "datasets": 200, "B": 200, "particles": 4000},
+    },
+}
 
 
 def true_coefficients(K: int) -> np.ndarray:
@@ -84,103 +86,113 @@ def true_slope(design: str) -> float:
     return 1.0 if design == "homo_tau50" else 1.0 + 0.5 * float(norm.ppf(DESIGNS[design]))
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Every piece (resumed from ``out/runs``), the figure and the summary."""
-    config = settings(quick)
-    pieces = Pieces(out / "runs")
-    tasks = [partial(scale_piece, config["scale"], r, pieces)
-             for r in range(config["scale"]["datasets"])]
-    for design in DESIGNS:
-        tasks += [partial(shape_piece, config["shape"], design, r, pieces)
-                  for r in range(config["shape"]["datasets"])]
-    records = run_parallel(tasks, pieces, jobs=2)
-    scale = [r for r in records if r["part"] == "scale"]
-    summary = {
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per data set: the scale part's, then each shape design's."""
+    def part(name: str, **extra: Any) -> dict[str, Any]:
+        # what a data set depends on: its part's settings but the number of data sets
+        return {k: v for k, v in settings[name].items() if k != "datasets"} | {"part": name, **extra}
+
+    scale = [Cell(f"scale-{r:03d}", part("scale") | {"r": r})
+             for r in range(settings["scale"]["datasets"])]
+    shape = [Cell(f"shape-{design}-{r:03d}", part("shape", design=design) | {"r": r})
+             for design in DESIGNS for r in range(settings["shape"]["datasets"])]
+    return scale + shape
+
+
+def compute(run: CellRun) -> dict:
+    """One data set of its part."""
+    params = dict(run.params)
+    part, r = params.pop("part"), params.pop("r")
+    if part == "scale":
+        return scale_data_set(params, r, run)
+    return shape_data_set(params, params.pop("design"), r, run)
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """The scale part's keys and each shape design's."""
+    scale = [r for r in records.values() if r["part"] == "scale"]
+    return {
         **summarise_scale(scale),
-        "shape": {design: summarise_shape([r for r in records if r.get("design") == design],
-                                          design) for design in DESIGNS},
-        "settings": config,
-        "seed": SEED,
+        "shape": {design: summarise_shape([r for r in records.values()
+                                           if r.get("design") == design], design)
+                  for design in DESIGNS},
     }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``gibbs_scale.png``."""
     figure(summary, out / "gibbs_scale.png")
-    return summary
 
 
-# -- the pieces ------------------------------------------------------------------
-
-def piece_config(config: dict, part: str, **extra: Any) -> dict:
-    """What a piece depends on: its part's settings but the number of data sets."""
-    return {k: v for k, v in config.items() if k != "datasets"} | {
-        "part": part, "seed": SEED, **extra}
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=2)
 
 
-def scale_piece(config: dict, r: int, pieces: Pieces) -> dict:
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``), the figure and the summary."""
+    return EXPERIMENT.run(out, quick)
+
+
+# -- the data sets ----------------------------------------------------------------
+
+def scale_data_set(config: dict, r: int, run: CellRun) -> dict:
     """One K-coefficient data set: GPC at scale, then NUTS at its rate and at 1."""
-
-    def compute() -> dict:
-        K, n = config["K"], config["n"]
-        rng = np.random.default_rng([SEED, 1, r])
-        X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
-        beta = true_coefficients(K)
-        y = X @ beta + rng.normal(size=n)
-        program = linear_program(y, X, loss="check", loss_params={"tau": 0.5},
-                                 prior="normal", prior_params={"mean": 0, "sd": 10})
-        start = time.perf_counter()
-        c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
-                           n_particles=config["particles"]).calibration
-        seconds = time.perf_counter() - start
-        omega = float(c["omega"])
-        inside = {}
-        for name, rate in (("gpc", omega), ("omega_1", 1.0)):
-            fit = posterior(program, omega=rate, chains=2, iter_sampling=config["nuts_draws"],
-                            seed=r)
-            draws = arviz_compat.group(fit, "posterior")["beta"].values.reshape(1, -1, K)
-            inside[name] = bool(draws_inside(draws, beta, ALPHA)[0])
-        at_root = int(np.argmin(np.abs(c["omega_path"].values - omega)))
-        return {
-            "part": "scale",
-            "omega_gpc": omega,
-            "omega_se": float(c["omega_se"]),
-            "omega_plugin": float(c["rule_omega"].sel(rule="plugin")),
-            "converged": bool(c["converged"]),
-            "resamples": c.attrs["resamples"],
-            "seconds_calibration": seconds,
-            "ess_min_per_resample": float(c["ess_min"].values[at_root]),
-            "ess_median_per_resample": float(c["ess_median"].values[at_root]),
-            "low_ess_share": float(c["low_ess_share"]),
-            "inside": inside,
-        }
-
-    return pieces.get(f"scale-{r:03d}", piece_config(config, "scale"), compute)
+    K, n = config["K"], config["n"]
+    rng = run.rng(1, r)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
+    beta = true_coefficients(K)
+    y = X @ beta + rng.normal(size=n)
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.5},
+                             prior="normal", prior_params={"mean": 0, "sd": 10})
+    start = time.perf_counter()
+    c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
+                       n_particles=config["particles"]).calibration
+    seconds = time.perf_counter() - start
+    omega = float(c["omega"])
+    inside = {}
+    for name, rate in (("gpc", omega), ("omega_1", 1.0)):
+        fit = posterior(program, omega=rate, chains=2, iter_sampling=config["nuts_draws"],
+                        seed=r)
+        draws = arviz_compat.group(fit, "posterior")["beta"].values.reshape(1, -1, K)
+        inside[name] = bool(draws_inside(draws, beta, ALPHA)[0])
+    at_root = int(np.argmin(np.abs(c["omega_path"].values - omega)))
+    return {
+        "part": "scale",
+        "omega_gpc": omega,
+        "omega_se": float(c["omega_se"]),
+        "omega_plugin": float(c["rule_omega"].sel(rule="plugin")),
+        "converged": bool(c["converged"]),
+        "resamples": c.attrs["resamples"],
+        "seconds_calibration": seconds,
+        "ess_min_per_resample": float(c["ess_min"].values[at_root]),
+        "ess_median_per_resample": float(c["ess_median"].values[at_root]),
+        "low_ess_share": float(c["low_ess_share"]),
+        "inside": inside,
+    }
 
 
-def shape_piece(config: dict, design: str, r: int, pieces: Pieces) -> dict:
+def shape_data_set(config: dict, design: str, r: int, run: CellRun) -> dict:
     """One two-coefficient data set of ``design``: the slope's interval without and with the fix."""
-
-    def compute() -> dict:
-        n, tau = config["n"], DESIGNS[design]
-        rng = np.random.default_rng([SEED, 2, list(DESIGNS).index(design), r])
-        x = rng.chisquare(2, size=n) - 2
-        scale = 2.0 if design == "homo_tau50" else 1.0 + 0.5 * (x + 2)
-        y = 2 + x + scale * rng.normal(size=n)
-        program = linear_program(y, np.column_stack([np.ones(n), x]), loss="check",
-                                 loss_params={"tau": tau}, prior="normal",
-                                 prior_params={"mean": 0, "sd": 10})
-        truth = true_slope(design)
-        record: dict[str, Any] = {"part": "shape", "design": design}
-        for adjust, suffix in (("none", ""), ("sandwich", "_adjusted")):
-            c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
-                               n_particles=config["particles"], adjust=adjust).calibration
-            slope = c["rule_interval"].isel(param=1)
-            for rule, name in (("gpc_path", "gpc"), ("plugin", "plugin")):
-                low, high = (float(v) for v in slope.sel(rule=rule).values)
-                record[f"inside_{name}{suffix}"] = bool(low <= truth <= high)
-                record[f"width_{name}{suffix}"] = high - low
-                record[f"omega_{name}{suffix}"] = float(c["rule_omega"].sel(rule=rule))
-        return record
-
-    return pieces.get(f"shape-{design}-{r:03d}", piece_config(config, "shape", design=design),
-                      compute)
+    n, tau = config["n"], DESIGNS[design]
+    rng = run.rng(2, list(DESIGNS).index(design), r)
+    x = rng.chisquare(2, size=n) - 2
+    scale = 2.0 if design == "homo_tau50" else 1.0 + 0.5 * (x + 2)
+    y = 2 + x + scale * rng.normal(size=n)
+    program = linear_program(y, np.column_stack([np.ones(n), x]), loss="check",
+                             loss_params={"tau": tau}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    truth = true_slope(design)
+    record: dict[str, Any] = {"part": "shape", "design": design}
+    for adjust, suffix in (("none", ""), ("sandwich", "_adjusted")):
+        c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
+                           n_particles=config["particles"], adjust=adjust).calibration
+        slope = c["rule_interval"].isel(param=1)
+        for rule, name in (("gpc_path", "gpc"), ("plugin", "plugin")):
+            low, high = (float(v) for v in slope.sel(rule=rule).values)
+            record[f"inside_{name}{suffix}"] = bool(low <= truth <= high)
+            record[f"width_{name}{suffix}"] = high - low
+            record[f"omega_{name}{suffix}"] = float(c["rule_omega"].sel(rule=rule))
+    return record
 
 
 # -- summaries -------------------------------------------------------------------

@@ -22,7 +22,7 @@ only in the outcome samples; the loop and Adam share no random numbers, so
 ``fresh_minus_loop`` is paired by seed only. Times (``seconds``) are each
 procedure's optimisation, plain VI included: the ADVI runs (CmdStan calls,
 reading their output included) and Adam's steps, without compiling, loading
-and the risks, as wall time with ``jobs`` seeds running at once.
+and the risks, as wall time with ``jobs`` cells running at once.
 
 - **Eight schools** (10 seeds; check ``tau = 0.2``, linearised ``M - l``): the
   loop as ``lcvi-eight-schools``; Adam ``lr = 0.05`` (the authors'), 20000
@@ -45,30 +45,35 @@ and the risks, as wall time with ``jobs`` seeds running at once.
 steps, ``J`` from 400 draws x 100 outcomes; Last.fm's first 200 users x 30
 artists, ``K = 5``, 2000 iterations and steps.
 
-Each piece (a seed's loop, plain VI or LCVI run) is written to ``runs/`` when
-done, and a rerun into the same folder continues where it stopped; Last.fm's
-Adam runs also save their state every 1000 steps, so a rerun continues inside
-them. Seeds run in parallel, one per core, Last.fm's first; after a failure or
-Ctrl-C no new piece starts (the running ones finish and are kept). Writes
-``risks.png`` (LCVI and VI risk per method and seed, with the reference) and
-``summary.json``: ``eight_schools`` and ``lastfm`` (loss ->)
-``methods`` (method -> ``risk_vi``, ``risk_lcvi``, ``reduction_pct``,
-``seconds`` and on eight schools ``objective``, ``risk_lcvi_at_h``, ``mu_mean``: each
-``mean``, ``sd``, ``per_seed``; ``seeds_reduced``), ``paired`` (differences
-per seed: fresh minus loop, fixed minus fresh), the reference
-(``lastfm``: the authors' 10 seeds, ``data/lcvi_mf_reference.json``),
-``settings``, ``n_seeds``, ``seed``, ``jobs`` (seeds at a time),
-``compute_seconds`` (the pieces' wall seconds summed, loading and risks
-included), ``runs`` (the records) and ``quick``.
+Seed ``r`` of a part (``r = 0, 1, ...``) is ``SEED + r = 1, 2, ...``, given to
+CmdStan and Adam as is. Every cell (a seed's loop, plain VI or LCVI run, each
+with its risks and, on eight schools, its ``J``) is kept in ``runs/`` when
+done (:mod:`stanflow.experiment`), and a rerun into the same folder continues
+where it stopped; Last.fm's Adam runs also save their state every 1000 steps
+in their scratch folders (``runs/<cell>.partial``), so a rerun continues
+inside them. Cells run in parallel, one per core, Last.fm's first, each once
+its loop is done; after a failure or Ctrl-C no new cell starts (the running
+ones finish and are kept). Writes ``risks.png`` (LCVI and VI risk per method
+and seed, with the reference) and ``summary.json``: ``eight_schools`` and
+``lastfm`` (loss ->) ``methods`` (method -> ``risk_vi``, ``risk_lcvi``,
+``reduction_pct``, ``seconds`` and on eight schools ``objective``,
+``risk_lcvi_at_h``, ``mu_mean``: each ``mean``, ``sd``, ``per_seed``;
+``seeds_reduced``), ``paired`` (differences per seed: fresh minus loop, fixed
+minus fresh), the reference (``lastfm``: the authors' 10 seeds,
+``data/lcvi_mf_reference.json``), and each part's ``settings``; ``n_seeds``,
+``seeds`` (per part, the seeds given to CmdStan and Adam), ``jobs`` (cells at
+a time), ``runs`` (per part, the records per seed, each with its cells'
+``compute_seconds``), ``quick``, and the runner's ``settings``, ``seed``
+(:data:`SEED`) and ``compute_seconds`` (every cell's wall seconds summed,
+loading, risks and ``J`` included).
 """
+
 
 from __future__ import annotations
 
 import json
 import sys
 import tempfile
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -79,6 +84,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.lcvi import (
     LcviProgram,
     Loop,
@@ -100,135 +106,141 @@ from stanflow.lcvi.utility import outcome_base_samples
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import log_density_rows
 from stanflow.models.evaluation import default_threads
-from stanflow.workflows import (
-    DATA_DIR,
-    Pieces,
-    main,
-    run_parallel,
-    save_figure,
-    seed_spread,
-)
+from stanflow.workflows import DATA_DIR, main, save_figure, seed_spread
 
 DESCRIPTION = (
     "LCVI's loop against the paper's joint Adam optimisation, fresh and fixed outcome "
     "samples: risk, spread over seeds and wall time on eight schools and Last.fm"
 )
 
+SEED = 1
+"""The experiment's seed: a part's seed ``r = 0, 1, ...`` is ``SEED + r``."""
 METHODS = ("loop", "fresh", "fixed")
 LASTFM_PIECES = {  # the paper's label -> (tau, joint outcome modes)
     "tilted_0.2": (0.2, ("fresh", "fixed")),
     "tilted_0.8": (0.8, ("fresh",)),
 }
 NOISE_SD, PRIOR_SD = 1.0, 10.0  # Last.fm: lcvi-mf's code setting
+PROBLEMS = {"eight_schools": "eight schools, centred",
+            "lastfm": "lcvi-mf, the authors' code's setting"}
+JOBS = default_threads()
+"""Cells at a time: one per core."""
+
+# eight schools: advi_iter is the loop's budget (LCVI settles up to twice as far);
+# Last.fm: the first shape[0] users and shape[1] artists, n_iter the loop's ADVI
+# iterations and Adam's steps
+SETTINGS = {
+    "quick": {
+        "eight_schools": {"seeds": 2, "advi_iter": 2000, "adam_iter": 2000, "eval_draws": 400,
+                          "eval_outcomes": 100, "tau": 0.2, "lr": 0.05, "tol": 0.1},
+        "lastfm": {"seeds": 2, "shape": [200, 30], "K": 5, "n_iter": 2000, "lr": 0.01},
+    },
+    "full": {
+        "eight_schools": {"seeds": 10, "advi_iter": 10_000, "adam_iter": 20_000,
+                          "eval_draws": 4000, "eval_outcomes": 1000, "tau": 0.2, "lr": 0.05,
+                          "tol": 0.1},
+        "lastfm": {"seeds": 2, "shape": [992, 100], "K": 20, "n_iter": 30_000, "lr": 0.01},
+    },
+}
 
 
-class EightSchools(NamedTuple):
-    """The eight-schools part's budgets."""
-
-    seeds: range
-    advi_iter: int  # the loop's budget (LCVI settles up to twice as far)
-    adam_iter: int
-    eval_draws: int
-    eval_outcomes: int
-    tau: float = 0.2
-    lr: float = 0.05
-    tol: float = 0.1
-
-    def config(self) -> dict:
-        """What a piece depends on (the seed is in its name)."""
-        return {k: v for k, v in self._asdict().items() if k != "seeds"} | {"record": 2}
+def part_settings(settings: dict[str, Any], part: str) -> dict[str, Any]:
+    """What every cell of ``part`` depends on: its settings but the number of seeds."""
+    own = {k: v for k, v in settings[part].items() if k != "seeds"}
+    if part == "lastfm":
+        own["losses"] = {name: tau for name, (tau, _) in LASTFM_PIECES.items()}
+    return own
 
 
-class LastFm(NamedTuple):
-    """The Last.fm part's data and budgets."""
-
-    Y: np.ndarray
-    K: int
-    n_iter: int  # the loop's ADVI iterations and Adam's steps
-    seeds: range
-    lr: float = 0.01
-
-    def config(self) -> dict:
-        """What a piece depends on (the seed is in its name)."""
-        return {
-            "shape": list(self.Y.shape),
-            "K": self.K,
-            "n_iter": self.n_iter,
-            "lr": self.lr,
-            "losses": {name: tau for name, (tau, _) in LASTFM_PIECES.items()},
-            "record": 2,
-        }
+def adam_runs(part: str) -> dict[str, dict[str, str]]:
+    """A seed's Adam cells of ``part`` by name suffix: plain VI, then LCVI per mode (and loss)."""
+    if part == "eight_schools":
+        return {"adam-vi": {"method": "vi"}} | {mode: {"method": mode} for mode in ("fresh", "fixed")}
+    first = next(iter(LASTFM_PIECES))  # plain VI needs no loss; it runs at this one's scale
+    return {"adam-vi": {"method": "vi", "loss": first}} | {
+        f"{mode}-{label}": {"method": mode, "loss": label}
+        for label, (_, modes) in LASTFM_PIECES.items() for mode in modes
+    }
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Run every piece (resuming from ``out/runs``), plot, and return the summary."""
-    schools = EightSchools(
-        seeds=range(1, 3 if quick else 11),
-        advi_iter=2000 if quick else 10_000,
-        adam_iter=2000 if quick else 20_000,
-        eval_draws=400 if quick else 4000,
-        eval_outcomes=100 if quick else 1000,
-    )
-    Y = load_lastfm(30 if quick else 100)  # stops at once, naming the file, without the data
-    lastfm = LastFm(Y=Y[:200] if quick else Y, K=5 if quick else 20,
-                    n_iter=2000 if quick else 30_000, seeds=range(1, 3))
-    pieces = Pieces(out / "runs")
-    jobs = min(default_threads(), len(lastfm.seeds) + len(schools.seeds))
-    finished = run_parallel(  # the long seeds first
-        [partial(lastfm_seed, lastfm, seed, pieces) for seed in lastfm.seeds]
-        + [partial(eight_schools_seed, schools, seed, pieces) for seed in schools.seeds],
-        pieces,
-        jobs,
-    )
-    lastfm_runs = finished[: len(lastfm.seeds)]
-    school_runs = finished[len(lastfm.seeds) :]
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """Per seed its loop, then Adam's runs (they need the loop's scale); Last.fm's, long, first."""
+    declared = []
+    for part in ("lastfm", "eight_schools"):
+        base = part_settings(settings, part) | {"part": part}
+        for r in range(settings[part]["seeds"]):
+            name = f"{part}/seed-{SEED + r}"
+            loop = Cell(f"{name}-loop", base | {"r": r, "method": "loop"})
+            declared.append(loop)
+            declared += [Cell(f"{name}-{suffix}", base | {"r": r} | extra, needs=(loop.name,))
+                         for suffix, extra in adam_runs(part).items()]
+    return declared
 
-    summary_schools = summarise(school_runs, METHODS, ("objective", "risk_lcvi_at_h", "mu_mean"))
+
+def compute(run: CellRun) -> dict:
+    """One cell: a seed's loop, or Adam's plain VI or LCVI at the loop's scale."""
+    seed = run.seed + run.params["r"]
+    looped = next(iter(run.needed.values()), None)  # the seed's loop, for Adam's cells
+    if run.params["part"] == "lastfm":
+        return lastfm_cell(run.params, seed, looped, run.scratch)
+    return schools_cell(run.params, seed, looped)
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Per part and loss the methods over seeds and their paired differences; the records."""
+    seeds = {part: [SEED + r for r in range(settings[part]["seeds"])] for part in PROBLEMS}
+    school_runs = [schools_seed(records, seed) for seed in seeds["eight_schools"]]
+    lastfm_runs = [lastfm_seed(records, seed) for seed in seeds["lastfm"]]
+    summary_schools = by_method(school_runs, METHODS, ("objective", "risk_lcvi_at_h", "mu_mean"))
     reference = reference_test_risks(LASTFM_PIECES)
     summary_lastfm = {
-        name: summarise([run[name] for run in lastfm_runs], ("loop", *modes), ())
+        name: by_method([run[name] for run in lastfm_runs], ("loop", *modes), ())
         | {"reference": reference[name]}
         for name, (_, modes) in LASTFM_PIECES.items()
     }
-    _plot(summary_schools, summary_lastfm, out / "risks.png", with_reference=not quick)
-    records = school_runs + lastfm_runs
+    parts = {"eight_schools": summary_schools, "lastfm": summary_lastfm}
     return {
-        "eight_schools": summary_schools
-        | {"settings": schools.config() | {"problem": "eight schools, centred"}},
-        "lastfm": summary_lastfm
-        | {"settings": lastfm.config() | {"problem": "lcvi-mf, the authors' code's setting"}},
-        "n_seeds": {"eight_schools": len(schools.seeds), "lastfm": len(lastfm.seeds)},
-        "seed": {"eight_schools": list(schools.seeds), "lastfm": list(lastfm.seeds)},
-        "jobs": jobs,
-        "compute_seconds": float(sum(record["compute_seconds"] for record in records)),
+        part: parts[part] | {"settings": part_settings(settings, part) | {"problem": problem}}
+        for part, problem in PROBLEMS.items()
+    } | {
+        "n_seeds": {part: len(values) for part, values in seeds.items()},
+        "seeds": seeds,
+        "jobs": JOBS,
         "runs": {"eight_schools": school_runs, "lastfm": lastfm_runs},
-        "quick": quick,
+        "quick": settings == SETTINGS["quick"],
     }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``risks.png``, with the authors' risks for the full Last.fm problem only."""
+    lastfm = {name: summary["lastfm"][name] for name in LASTFM_PIECES}
+    _plot(summary["eight_schools"], lastfm, out / "risks.png", with_reference=not summary["quick"])
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=JOBS)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Run every cell (resuming from ``out/runs``), plot, and return the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 # --- eight schools ------------------------------------------------------------------------
 
 
-def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
-    """One seed on eight schools: the loop, Adam's plain VI, LCVI fresh and fixed, ``J``."""
-    problem = eight_schools(json.loads((DATA_DIR / "eight_schools.json").read_text()))
-    loss = bound_loss("check", tau=part.tau)
-    config, name = part.config(), f"eight_schools/seed-{seed}"
-    looped = pieces.get(f"{name}-loop", config, partial(_schools_loop, problem, loss, part, seed))
-    adam = partial(_schools_adam, problem, loss, part, seed, looped["scale"])
-    vi = pieces.get(f"{name}-adam-vi", config, partial(adam, "vi", "fresh"))
-    lcvi = {
-        mode: pieces.get(f"{name}-{mode}", config, partial(adam, "lcvi", mode))
-        for mode in ("fresh", "fixed")
-    }
-    objective = _objective(problem, loss, looped["scale"], part, seed)
+def schools_seed(records: Records, seed: int) -> dict:
+    """One seed on eight schools from its cells: the loop, Adam's plain VI, LCVI fresh and fixed."""
+    name = f"eight_schools/seed-{seed}"
+    looped, vi = records[f"{name}-loop"], records[f"{name}-adam-vi"]
+    lcvi = {mode: records[f"{name}-{mode}"] for mode in ("fresh", "fixed")}
     record = {
         "seed": seed,
         "scale": looped["scale"],
         "loop": {
             "risk_vi": looped["risk_vi"],
             "risk_lcvi": looped["risk_lcvi"],
-            "objective": objective(looped["end"]),
+            "objective": looped["objective"],
             "mu_mean": looped["end"]["mu"][0],
             "seconds": looped["seconds_optimise"],
             "iterations": looped["iterations"],
@@ -240,7 +252,7 @@ def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
             "risk_vi": vi["risk"],
             "risk_lcvi": fit["risk"],
             "risk_lcvi_at_h": fit["risk_h"],
-            "objective": objective(fit["end"]),
+            "objective": fit["objective"],
             "mu_mean": fit["end"]["mu"][0],
             "seconds": vi["seconds_optimise"] + fit["seconds_optimise"],
         }
@@ -248,10 +260,27 @@ def eight_schools_seed(part: EightSchools, seed: int, pieces: Pieces) -> dict:
     return _with_reductions(record)
 
 
-def _schools_loop(problem: LcviProgram, loss: BoundLoss, part: EightSchools, seed: int) -> dict:
+def schools_cell(params: dict, seed: int, looped: dict | None) -> dict:
+    """A cell on eight schools: the loop or an LCVI run with its ``J``, or Adam's plain VI."""
+    problem = eight_schools(json.loads((DATA_DIR / "eight_schools.json").read_text()))
+    loss = bound_loss("check", tau=params["tau"])
+    method = params["method"]
+    if method == "vi":
+        return _schools_adam(problem, loss, params, seed, looped["scale"], "vi", "fresh")
+    if method == "loop":
+        record = _schools_loop(problem, loss, params, seed)
+        scale = record["scale"]
+    else:
+        scale = looped["scale"]
+        record = _schools_adam(problem, loss, params, seed, scale, "lcvi", method)
+    return record | {"objective": _objective(problem, loss, scale, params, seed, record["end"])}
+
+
+def _schools_loop(problem: LcviProgram, loss: BoundLoss, part: dict, seed: int) -> dict:
     """The loop as ``lcvi-eight-schools`` runs it."""
     fit = run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed,
-                   tol=part.tol, max_iter=2 * part.advi_iter, advi_args={"iter": part.advi_iter})
+                   tol=part["tol"], max_iter=2 * part["advi_iter"],
+                   advi_args={"iter": part["advi_iter"]})
     end = fit.steps[-1]
     return {
         "risk_vi": fit.baseline.risk,
@@ -265,14 +294,14 @@ def _schools_loop(problem: LcviProgram, loss: BoundLoss, part: EightSchools, see
 
 
 def _schools_adam(
-    problem: LcviProgram, loss: BoundLoss, part: EightSchools, seed: int, scale: float,
+    problem: LcviProgram, loss: BoundLoss, part: dict, seed: int, scale: float,
     parts: str, outcomes: str,
 ) -> dict:
     """Adam's plain VI or LCVI: risks at the Bayes decisions and at ``h``, the end state."""
     joint = run_lcvi_joint(
         problem, loss, kind="linear", estimator="linearised", scale=scale, outcomes=outcomes,
-        n_outcomes=5, grad_samples=10, iter=part.adam_iter, lr=part.lr,
-        record_every=part.adam_iter, seed=seed, parts=parts,
+        n_outcomes=5, grad_samples=10, iter=part["adam_iter"], lr=part["lr"],
+        record_every=part["adam_iter"], seed=seed, parts=parts,
     )
     fit = joint.vi if parts == "vi" else joint.lcvi
     return {
@@ -284,35 +313,32 @@ def _schools_adam(
 
 
 def _objective(
-    problem: LcviProgram, loss: BoundLoss, scale: float, part: EightSchools, seed: int
-) -> Callable[[dict], float]:
-    """``{"mu", "omega"} -> ELBO + U`` at the Bayes decisions, from one precise set of draws.
+    problem: LcviProgram, loss: BoundLoss, scale: float, part: dict, seed: int, end: dict
+) -> float:
+    """``ELBO + U`` of ``end`` (``mu``, ``omega``) at the Bayes decisions, from the seed's draws.
 
-    The Bayes decision of each draw's predictive maximises ``U`` up to the
-    outcome samples' error, so this is the paper's ``ELBO + max_h U``.
+    The draws (of ``theta`` and the outcomes) are one precise set per seed, the
+    same for every method. The Bayes decision of each draw's predictive
+    maximises ``U`` up to the outcome samples' error, so this is the paper's
+    ``ELBO + max_h U``.
     """
     model = problem.bind(loss)
     joint = joint_model(model, "linear", scale, "linearised", 1, 0.0)
     rng = np.random.default_rng(10_000 + seed)
     D = model.dim
-    eps_theta = rng.standard_normal((part.eval_draws, D))
-    eps_y = outcome_base_samples(part.eval_outcomes, problem.n, rng)
-
-    def objective(end: dict) -> float:
-        mu, omega = np.asarray(end["mu"]), np.asarray(end["omega"])
-        z = mu + np.exp(omega) * eps_theta
-        points = np.zeros((part.eval_draws, joint.parts["lcvi"].stop))
-        points[:, joint.parts["theta"]] = z
-        points[:, joint.parts["lcvi"]] = joint.settings
-        log_p = log_density_rows(joint.library, points, propto=False).mean()
-        predictive = Predictive(model, z)
-        h = predictive.bayes_decisions()
-        u = predictive.utility(h, eps_y, np.full(eps_y.shape, 0.5), "linear", scale,
-                               "linearised")
-        entropy = np.sum(omega) + 0.5 * D * (1 + np.log(2 * np.pi))
-        return float(log_p + entropy + u.mean())
-
-    return objective
+    eps_theta = rng.standard_normal((part["eval_draws"], D))
+    eps_y = outcome_base_samples(part["eval_outcomes"], problem.n, rng)
+    mu, omega = np.asarray(end["mu"]), np.asarray(end["omega"])
+    z = mu + np.exp(omega) * eps_theta
+    points = np.zeros((part["eval_draws"], joint.parts["lcvi"].stop))
+    points[:, joint.parts["theta"]] = z
+    points[:, joint.parts["lcvi"]] = joint.settings
+    log_p = log_density_rows(joint.library, points, propto=False).mean()
+    predictive = Predictive(model, z)
+    h = predictive.bayes_decisions()
+    u = predictive.utility(h, eps_y, np.full(eps_y.shape, 0.5), "linear", scale, "linearised")
+    entropy = np.sum(omega) + 0.5 * D * (1 + np.log(2 * np.pi))
+    return float(log_p + entropy + u.mean())
 
 
 # --- Last.fm ------------------------------------------------------------------------------
@@ -329,13 +355,16 @@ class LastFmProblem(NamedTuple):
     losses: dict[str, BoundLoss]
 
     @classmethod
-    def of(cls, part: LastFm) -> LastFmProblem:
-        split = reference_split(part.Y.shape)
-        problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD,
+    def of(cls, part: dict) -> LastFmProblem:
+        """The problem of ``part``'s ``shape`` (the first users and artists) and ``K``."""
+        users, artists = part["shape"]
+        Y = load_lastfm(artists)[:users]  # stops at once, naming the file, without the data
+        split = reference_split(Y.shape)
+        problem = matrix_factorisation(Y, split, K=part["K"], prior_sd=PRIOR_SD,
                                        noise_sd=NOISE_SD)
         losses = {name: bound_loss("check", tau=tau) for name, (tau, _) in LASTFM_PIECES.items()}
-        return cls(problem, (*part.Y.shape, part.K), split.test_rows, split.test_cols,
-                   part.Y[split.test_rows, split.test_cols], losses)
+        return cls(problem, (*Y.shape, part["K"]), split.test_rows, split.test_cols,
+                   Y[split.test_rows, split.test_cols], losses)
 
     def test_risk(self, draws: np.ndarray, loss: BoundLoss) -> float:
         """Empirical test risk at the Bayes decisions of ``draws`` (the noise integrated out)."""
@@ -344,16 +373,21 @@ class LastFmProblem(NamedTuple):
         return empirical_risk(self.y_test, h, loss)
 
 
-def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
-    """One seed on Last.fm: the loop (both losses), Adam's plain VI, Adam's LCVI per piece."""
-    mf = LastFmProblem.of(part)
-    config, name = part.config(), f"lastfm/seed-{seed}"
-    looped = pieces.get(f"{name}-loop", config, partial(_lastfm_loop, mf, part, seed))
-    adam = partial(_lastfm_adam, mf, part, seed)
-    first = next(iter(LASTFM_PIECES))
-    vi = pieces.get(f"{name}-adam-vi", config,
-                    partial(adam, first, looped[first]["scale"], "vi", "fresh",
-                            pieces.scratch(f"{name}-adam-vi")))
+def lastfm_cell(params: dict, seed: int, looped: dict | None, scratch: Path) -> dict:
+    """A cell on Last.fm: the loop, or an Adam run keeping its state in ``scratch``."""
+    mf = LastFmProblem.of(params)
+    method = params["method"]
+    if method == "loop":
+        return _lastfm_loop(mf, params, seed)
+    label = params["loss"]
+    parts, outcomes = ("vi", "fresh") if method == "vi" else ("lcvi", method)
+    return _lastfm_adam(mf, params, seed, label, looped[label]["scale"], parts, outcomes, scratch)
+
+
+def lastfm_seed(records: Records, seed: int) -> dict:
+    """One seed on Last.fm from its cells: the loop (both losses), Adam's plain VI and LCVI runs."""
+    name = f"lastfm/seed-{seed}"
+    looped, vi = records[f"{name}-loop"], records[f"{name}-adam-vi"]
     record: dict[str, Any] = {"seed": seed}
     spent = [looped["seconds"], vi["seconds"]]
     for label, (_, modes) in LASTFM_PIECES.items():
@@ -367,9 +401,7 @@ def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
             },
         }
         for mode in modes:
-            piece = f"{name}-{mode}-{label}"
-            fit = pieces.get(piece, config, partial(adam, label, at_loss["scale"], "lcvi", mode,
-                                                    pieces.scratch(piece)))
+            fit = records[f"{name}-{mode}-{label}"]
             spent.append(fit["seconds"])
             result[mode] = {
                 "risk_vi": vi["risk"][label],
@@ -382,15 +414,15 @@ def lastfm_seed(part: LastFm, seed: int, pieces: Pieces) -> dict:
     return record
 
 
-def _lastfm_loop(mf: LastFmProblem, part: LastFm, seed: int) -> dict:
+def _lastfm_loop(mf: LastFmProblem, part: dict, seed: int) -> dict:
     """The loop as ``lcvi-mf`` runs it (code setting), one plain VI for both losses."""
     record, vi = {}, None
     with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-joint-{seed}-") as tmp:
         for label, loss in mf.losses.items():
             fit = run_lcvi(
                 mf.problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
-                n_draws=200, decision_every=part.n_iter // 20, seed=seed,
-                advi_args={"iter": part.n_iter, "grad_samples": 1, "output_samples": 20},
+                n_draws=200, decision_every=part["n_iter"] // 20, seed=seed,
+                advi_args={"iter": part["n_iter"], "grad_samples": 1, "output_samples": 20},
                 out_dir=Path(tmp) / label, vi=vi,
             )
             vi = fit.vi
@@ -404,14 +436,14 @@ def _lastfm_loop(mf: LastFmProblem, part: LastFm, seed: int) -> dict:
 
 
 def _lastfm_adam(
-    mf: LastFmProblem, part: LastFm, seed: int, label: str, scale: float, parts: str,
+    mf: LastFmProblem, part: dict, seed: int, label: str, scale: float, parts: str,
     outcomes: str, state: Path,
 ) -> dict:
     """Adam's plain VI (test risks for every loss) or LCVI for ``label``, resuming from ``state``."""
     joint = run_lcvi_joint(
         mf.problem, mf.losses[label], kind="exp", estimator="linearised", scale=scale,
-        outcomes=outcomes, n_outcomes=2, grad_samples=1, iter=part.n_iter, lr=part.lr,
-        n_draws=200, record_every=part.n_iter, seed=seed, parts=parts, checkpoint=state,
+        outcomes=outcomes, n_outcomes=2, grad_samples=1, iter=part["n_iter"], lr=part["lr"],
+        n_draws=200, record_every=part["n_iter"], seed=seed, parts=parts, checkpoint=state,
     )
     if parts == "vi":  # plain VI does not depend on the loss: one run serves all
         draws = joint.vi.draws(joint.eps_theta)
@@ -444,7 +476,7 @@ def _with_reductions(record: dict) -> dict:
     return record
 
 
-def summarise(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]) -> dict:
+def by_method(runs: list[dict], methods: tuple[str, ...], extra: tuple[str, ...]) -> dict:
     """Per method: each quantity's mean, sd and per-seed values; differences per seed."""
     summary: dict[str, Any] = {"methods": {}, "paired": {}}
     for method in methods:

@@ -8,7 +8,7 @@ authors' split (:func:`stanflow.lcvi.mf.reference_split`), so the test risks
 compare with their published ones (``data/lcvi_mf_reference.json``); the seeds
 vary the ADVI trajectory, as theirs varied the initialisation.
 
-Two settings (:data:`SETTINGS`), each run in full:
+Two settings of the model and utility (:data:`MODELS`), each run in full:
 
 - ``code``: the authors' code, which made the published risks: likelihood sd 1
   (about 0.57 of the sd of ``Y``), prior sd 10, utility ``exp(-gamma l)`` with
@@ -33,38 +33,45 @@ the empirical risk on the test cells at the Bayes decisions of each fitted
 ``--quick``: the first 200 users x 30 artists (the same rule for the split),
 ``K = 5``, 2 seeds, 2000 ADVI iterations branching at 1000.
 
-Writes ``lcvi_mf.nc`` (first seed's LCVI fit for the first loss, code setting,
-with its ``decisions`` group), ``reductions.png`` (reduction per loss, both
-settings, with the reference), ``risks.png`` (test risks of VI and LCVI, ours
-and, for the full problem, the reference's), ``decision_shift.png`` (LCVI minus
-VI test decisions against the VI decisions, first seed), the paper's Fig. 3
-middle and right: ``intervals.png`` (90 % predictive intervals of VI and LCVI
-with their decisions and the observed value, for 12 test cells drawn at
-random, first seed) and ``user_shifts.png`` (the distribution over users of
-each user's mean decision shift, LCVI minus VI, on their test cells, first
-seed) (all but ``reductions.png`` for the code setting), ``runs/<setting>/``
-(one record per seed and loss: a rerun into the same folder continues where it
-stopped) and ``summary.json``: ``settings`` (name -> sds, utility, source);
-for the code setting ``risk_reduction_pct`` (loss -> ``mean``, ``sd``),
-``n_seeds``, ``test_risk`` (loss -> VI and LCVI mean and sd, ours and the
-reference's), ``user_mean_shift`` (loss -> mean, sd and 5/50/95 % quantiles
-over users), ``interval_width`` (loss -> mean 90 % width of VI and LCVI over
-the 12 cells), ``utility_scale_M90`` (loss -> ``gamma`` mean and sd over
-seeds), ``compute_seconds`` (ADVI seconds in the records, summed: a resumed run's
-wall time is not its cost), ``runs``; for the text setting ``text`` (its
+Seed ``r`` of the run (``r = 0, 1, ...``) is ``SEED + r = 1, 2, ...``, given to
+the loop as is. Every setting and seed (its plain VI and the four losses'
+LCVI) is a cell of an experiment (:mod:`stanflow.experiment`), kept in
+``runs/<setting>/seed-<seed>.json`` when done: a rerun into the same folder
+continues with the cells not kept; two run at a time. The first cell (code
+setting, first seed) writes ``lcvi_mf.nc`` (its LCVI fit for the first loss,
+with its ``decisions`` group) and ``decision_shift.png`` (LCVI minus VI test
+decisions against the VI decisions: every test cell, more than its record
+keeps), and its record keeps what the paper's Fig. 3 needs.
+
+Writes, besides, ``reductions.png`` (reduction per loss, both settings, with
+the reference), ``risks.png`` (test risks of VI and LCVI, ours and, for the
+full problem, the reference's), the paper's Fig. 3 middle and right:
+``intervals.png`` (90 % predictive intervals of VI and LCVI with their
+decisions and the observed value, for 12 test cells drawn at random, first
+seed) and ``user_shifts.png`` (the distribution over users of each user's
+mean decision shift, LCVI minus VI, on their test cells, first seed) (all but
+``reductions.png`` for the code setting), and ``summary.json``: for the code
+setting ``risk_reduction_pct`` (loss -> ``mean``, ``sd``), ``n_seeds``,
+``seeds`` (the seeds given to the loop), ``test_risk`` (loss -> VI and LCVI
+mean and sd, ours and the reference's), ``user_mean_shift`` (loss -> mean, sd
+and 5/50/95 % quantiles over users), ``interval_width`` (loss -> mean 90 %
+width of VI and LCVI over the 12 cells), ``utility_scale_M90`` (loss ->
+``gamma`` mean and sd over seeds), ``advi_seconds`` (ADVI seconds in the
+records, summed), ``runs``; for the text setting ``text`` (its
 ``risk_reduction_pct``, ``test_risk``, ``utility_scale_M90`` (``M``),
-``compute_seconds``, ``runs``).
-Without the data file the workflow stops at once, naming the file and where
-it comes from.
+``advi_seconds``, ``runs``); and the runner's ``settings`` (sizes, seeds and
+the two settings: name -> sds, utility, source), ``seed`` (:data:`SEED`) and
+``compute_seconds`` (every cell's wall seconds, both settings). Without the
+data file the first cells stop at once, naming the file and where it comes
+from.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import tempfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import matplotlib
 
@@ -73,9 +80,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from stanflow.atomic import write_npz
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save
-from stanflow.lcvi import empirical_risk, run_lcvi, to_idata
+from stanflow.lcvi import Loop, Step, empirical_risk, run_lcvi, to_idata
 from stanflow.lcvi.mf import (
     Split,
     cell_locations,
@@ -84,14 +91,16 @@ from stanflow.lcvi.mf import (
     reference_split,
     reference_test_risks,
 )
-from stanflow.losses import bound_loss, mixture_quantile
-from stanflow.workflows import main, save_figure, write_json
+from stanflow.losses import BoundLoss, bound_loss, mixture_quantile
+from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
     "Loss-calibrated VI for matrix factorisation of Last.fm counts "
     "(check tau=0.2/0.5/0.8, squared): test risk of LCVI vs VI"
 )
 
+SEED = 1
+"""The experiment's seed: the run's seed ``r = 0, 1, ...`` is ``SEED + r``."""
 # Keys are the paper's experiment labels (its "tilted" loss is stanflow's check loss).
 LOSSES = {
     "tilted_0.2": ("check", {"tau": 0.2}),
@@ -102,94 +111,145 @@ LOSSES = {
 INTERVAL_CELLS = 12  # test cells shown with their predictive intervals (Fig. 3 middle)
 INTERVAL = (0.05, 0.95)
 
-
-class Setting(NamedTuple):
-    """The model's standard deviations and the utility of one setting."""
-
-    noise_sd: float
-    prior_sd: float
-    utility: str  # "exp": exp(-gamma l), gamma = 1 / M90; "linear": M - l, M = M90
-    source: str
-
+MODELS = {
+    "code": {
+        "noise_sd": 1.0,
+        "prior_sd": 10.0,
+        "utility": "exp",
+        "source": "the authors' code, which made the published risks: likelihood sd 1, "
+        "prior sd 10, u = exp(-gamma l) with gamma = 1 / M90",
+    },
+    "text": {
+        "noise_sd": 10.0,
+        "prior_sd": 10.0,
+        "utility": "linear",
+        "source": "the paper's text: all sigma = 10 (likelihood and priors), u = M - l "
+        "with M = M90; the matrix is the data's 992 users (the text rounds to 1000)",
+    },
+}
+"""The two settings: the model's standard deviations and the utility (``"exp"``:
+``exp(-gamma l)``, ``gamma = 1 / M90``; ``"linear"``: ``M - l``, ``M = M90``)."""
 
 SETTINGS = {
-    "code": Setting(
-        1.0,
-        10.0,
-        "exp",
-        "the authors' code, which made the published risks: likelihood sd 1, "
-        "prior sd 10, u = exp(-gamma l) with gamma = 1 / M90",
-    ),
-    "text": Setting(
-        10.0,
-        10.0,
-        "linear",
-        "the paper's text: all sigma = 10 (likelihood and priors), u = M - l "
-        "with M = M90; the matrix is the data's 992 users (the text rounds to 1000)",
-    ),
+    "quick": {"shape": [200, 30], "K": 5, "iter": 2000, "seeds": 2, **MODELS},
+    "full": {"shape": [992, 100], "K": 20, "iter": 30_000, "seeds": 5, **MODELS},
 }
 
 
-class Experiment(NamedTuple):
-    """What the settings share: the data, its split and the ADVI budget."""
+class Data(NamedTuple):
+    """A cell's data: the matrix, its split, the rank and the test cells shown with intervals."""
 
     Y: np.ndarray
     split: Split
     K: int
-    n_iter: int
-    seeds: range
-    cells: np.ndarray  # test cells with predictive intervals (first seed, code setting)
+    shown: np.ndarray  # indices into the test cells
 
     @property
-    def advi(self) -> dict:
-        return {"iter": self.n_iter, "grad_samples": 1, "output_samples": 20}
+    def shape(self) -> tuple[int, int, int]:
+        """Users, artists and the rank."""
+        return (*self.Y.shape, self.K)
 
     @property
     def y_test(self) -> np.ndarray:
+        """The observed values of the test cells."""
         return self.Y[self.split.test_rows, self.split.test_cols]
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Fit VI once and LCVI per loss, for each seed and setting; write figures; return the summary."""
-    Y = load_lastfm(30 if quick else 100)
-    if quick:
-        Y = Y[:200]
-    split = reference_split(Y.shape)
-    experiment = Experiment(
-        Y=Y,
-        split=split,
-        K=5 if quick else 20,
-        n_iter=2000 if quick else 30_000,
-        seeds=range(1, 3 if quick else 6),
-        cells=np.sort(
-            np.random.default_rng(0).choice(
-                split.test_rows.size, INTERVAL_CELLS, replace=False
-            )
-        ),
-    )
-    results, first = run_setting(experiment, "code", out)
-    text_results, _ = run_setting(experiment, "text", out)
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per setting and seed, the code's setting first."""
+    fitted = {key: settings[key] for key in ("shape", "K", "iter")}
+    return [
+        Cell(f"{name}/seed-{SEED + r}", fitted | {"setting": name, "model": settings[name], "r": r})
+        for name in MODELS
+        for r in range(settings["seeds"])
+    ]
 
+
+def compute(run: CellRun) -> dict:
+    """Plain VI once and LCVI per loss for one setting and seed.
+
+    The first cell (code setting, first seed) also writes ``lcvi_mf.nc`` and
+    ``decision_shift.png`` into ``OUT`` and keeps what Fig. 3 needs.
+    """
+    out, params, model = run.out, run.params, run.params["model"]
+    data = load_data(params["shape"], params["K"])
+    problem = matrix_factorisation(
+        data.Y, data.split, K=data.K, prior_sd=model["prior_sd"], noise_sd=model["noise_sd"]
+    )
+    seed = run.seed + params["r"]
+    first = params["setting"] == "code" and params["r"] == 0
+    losses, kept, vi = {}, {}, None
+    with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-mf-{seed}-") as tmp:
+        for name, (family, loss_params) in LOSSES.items():
+            loss = bound_loss(family, **loss_params)
+            loop = run_lcvi(
+                problem,
+                loss,
+                kind=model["utility"],
+                estimator="linearised",
+                n_outcomes=2,
+                n_draws=200,
+                decision_every=params["iter"] // 20,
+                seed=seed,
+                advi_args=advi_args(params["iter"]),
+                out_dir=Path(tmp) / name,
+                vi=vi,
+            )
+            vi = loop.vi
+            (h_vi, interval_vi), (h_lcvi, interval_lcvi) = (
+                decisions_and_intervals(data, loop, step, loss, model["noise_sd"])
+                for step in (loop.baseline, loop.steps[-1])
+            )
+            losses[name] = loss_record(
+                loop, seed, empirical_risk(data.y_test, h_vi, loss),
+                empirical_risk(data.y_test, h_lcvi, loss),
+            )
+            if first:
+                if name == next(iter(LOSSES)):
+                    save(to_idata(problem, loop), out / "lcvi_mf.nc")
+                kept[name] = {"vi": h_vi, "lcvi": h_lcvi, "interval_vi": interval_vi,
+                              "interval_lcvi": interval_lcvi}
+    if not first:
+        return {"losses": losses}
+    return {"losses": losses, "first_seed": first_seed(out, data, kept)}
+
+
+def first_seed(out: Path, data: Data, kept: dict[str, dict]) -> dict:
+    """``decision_shift.png`` from every test cell's decisions; what Fig. 3 needs of them.
+
+    ``kept``: per loss the test decisions of VI and LCVI and the shown cells'
+    intervals.
+    """
+    _plot_shift(kept, out / "decision_shift.png")
+    return {
+        "interval_cells": data.shown,
+        "observed": data.y_test[data.shown],
+        "losses": {
+            name: {
+                "user_shifts": user_mean_shift(h["lcvi"] - h["vi"], data.split.test_rows),
+                "interval_vi": h["interval_vi"],
+                "interval_lcvi": h["interval_lcvi"],
+                "decision_vi": h["vi"][data.shown],
+                "decision_lcvi": h["lcvi"][data.shown],
+            }
+            for name, h in kept.items()
+        },
+    }
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """The code setting's risks, shifts and widths beside the reference; the text's risks."""
+    seeds = [SEED + r for r in range(settings["seeds"])]
+    results, text_results = (setting_runs(records, name, seeds) for name in MODELS)
     ours, text = _risks(results), _risks(text_results)
     published = reference_test_risks(LOSSES)
-    _plot_reductions(results, text_results, published, out / "reductions.png")
-    # the published risks are of the full 992 x 100 problem only
-    _plot_risks(ours, None if quick else published, out / "risks.png")
-    _plot_shift(first, out / "decision_shift.png")
-    user_shifts = {
-        name: user_mean_shift(saved["lcvi"] - saved["vi"], split.test_rows)
-        for name, saved in first.items()
-    }
-    _plot_user_shifts(user_shifts, out / "user_shifts.png")
-    cells = experiment.cells
-    _plot_intervals(first, cells, experiment.y_test[cells], out / "intervals.png")
-    code = SETTINGS["code"]
+    first = records[f"code/seed-{SEED}"]["first_seed"]
+    n_iter = settings["iter"]
     return {
         "setting": "code",
-        "settings": {name: setting._asdict() for name, setting in SETTINGS.items()},
         "risk_reduction_pct": {name: ours[name]["reduction_pct"] for name in LOSSES},
-        "n_seeds": len(experiment.seeds),
-        "seed": list(experiment.seeds),
+        "n_seeds": len(seeds),
+        "seeds": seeds,
         "test_risk": {
             name: {"stanflow": ours[name], "reference": published[name]}
             for name in LOSSES
@@ -198,149 +258,112 @@ def run(out: Path, quick: bool) -> dict:
             name: published[name]["reduction_pct"] for name in LOSSES
         },
         "user_mean_shift": {
-            name: _spread(shifts) for name, shifts in user_shifts.items()
+            name: _spread(np.asarray(kept["user_shifts"]))
+            for name, kept in first["losses"].items()
         },
         "interval_width": {
             name: {
-                method: float(np.mean(np.diff(saved[f"interval_{method}"], axis=0)))
+                method: float(np.mean(np.diff(kept[f"interval_{method}"], axis=0)))
                 for method in ("vi", "lcvi")
             }
-            for name, saved in first.items()
+            for name, kept in first["losses"].items()
         },
-        "interval_cells": cells.tolist(),
+        "interval_cells": first["interval_cells"],
         "utility_scale_M90": _scales(results),
-        "compute_seconds": _compute_seconds(results),
+        "advi_seconds": _advi_seconds(results),
         "runs": results,
         "text": {
             "setting": "text",
             "risk_reduction_pct": {name: text[name]["reduction_pct"] for name in LOSSES},
             "test_risk": text,
             "utility_scale_M90": _scales(text_results),
-            "compute_seconds": _compute_seconds(text_results),
+            "advi_seconds": _advi_seconds(text_results),
             "runs": text_results,
         },
-        "shape": list(Y.shape),
-        "K": experiment.K,
-        "noise_sd": code.noise_sd,
-        "prior_sd": code.prior_sd,
-        "advi": experiment.advi
-        | {"branch_iter": experiment.n_iter // 2, "decision_every": experiment.n_iter // 20},
-        "quick": quick,
+        "shape": settings["shape"],
+        "K": settings["K"],
+        "noise_sd": settings["code"]["noise_sd"],
+        "prior_sd": settings["code"]["prior_sd"],
+        "advi": advi_args(n_iter) | {"branch_iter": n_iter // 2, "decision_every": n_iter // 20},
+        "quick": settings == SETTINGS["quick"],
     }
 
 
-def run_setting(
-    experiment: Experiment, setting_name: str, out: Path
-) -> tuple[dict[str, list[dict]], dict[str, dict]]:
-    """VI and LCVI for every seed and loss under one setting, resuming from ``out/runs``.
-
-    Returns the per-loss run records and, for the code setting, the first
-    seed's test decisions and intervals (loss -> arrays; empty otherwise).
-    """
-    setting = SETTINGS[setting_name]
-    split, y_test, cells = experiment.split, experiment.y_test, experiment.cells
-    problem = matrix_factorisation(
-        experiment.Y,
-        split,
-        K=experiment.K,
-        prior_sd=setting.prior_sd,
-        noise_sd=setting.noise_sd,
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``reductions.png``, ``risks.png``, ``user_shifts.png`` and ``intervals.png``."""
+    published = {name: summary["test_risk"][name]["reference"] for name in LOSSES}
+    _plot_reductions(summary["runs"], summary["text"]["runs"], published, out / "reductions.png")
+    ours = {name: summary["test_risk"][name]["stanflow"] for name in LOSSES}
+    # the published risks are of the full 992 x 100 problem only
+    _plot_risks(ours, None if summary["quick"] else published, out / "risks.png")
+    first = records[f"code/seed-{SEED}"]["first_seed"]
+    _plot_user_shifts(
+        {name: kept["user_shifts"] for name, kept in first["losses"].items()},
+        out / "user_shifts.png",
     )
-    shape = (*experiment.Y.shape, experiment.K)
-    keep_first = setting_name == "code"
+    _plot_intervals(first, out / "intervals.png")
 
-    def test_decisions(loop, step, loss):
-        """Test-cell decisions, and the 90 % predictive intervals of ``cells``."""
-        z = step.state.draws(loop.eps_theta)
-        loc = cell_locations(z, shape, split.test_rows, split.test_cols)
-        h = loss.mixture_decision(loc, np.full(y_test.size, setting.noise_sd))
-        sd = np.full(cells.size, setting.noise_sd)
-        interval = np.stack([mixture_quantile(loc[:, cells], sd, p) for p in INTERVAL])
-        return h, interval
 
-    results = {name: [] for name in LOSSES}
-    first = {}
-    config = {
-        "shape": list(experiment.Y.shape),
-        "K": experiment.K,
-        "iter": experiment.n_iter,
-        "record": 3,
-        "setting": setting._asdict(),
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=None)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """VI once and LCVI per loss for each setting and seed (resumed from ``out/runs``); figures."""
+    return EXPERIMENT.run(out, quick)
+
+
+def load_data(shape: list[int], K: int) -> Data:
+    """The first ``shape[0]`` users x ``shape[1]`` artists, the authors' split and the shown cells."""
+    users, artists = shape
+    Y = load_lastfm(artists)[:users]  # stops at once, naming the file, without the data
+    split = reference_split(Y.shape)
+    shown = np.random.default_rng(0).choice(split.test_rows.size, INTERVAL_CELLS, replace=False)
+    return Data(Y, split, K, np.sort(shown))
+
+
+def advi_args(n_iter: int) -> dict[str, int]:
+    """The ADVI settings of every run: ``n_iter`` iterations of one gradient sample."""
+    return {"iter": n_iter, "grad_samples": 1, "output_samples": 20}
+
+
+def decisions_and_intervals(
+    data: Data, loop: Loop, step: Step, loss: BoundLoss, noise_sd: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """A step's test-cell decisions, and the 90 % predictive intervals of the shown cells."""
+    z = step.state.draws(loop.eps_theta)
+    loc = cell_locations(z, data.shape, data.split.test_rows, data.split.test_cols)
+    h = loss.mixture_decision(loc, np.full(data.y_test.size, noise_sd))
+    sd = np.full(data.shown.size, noise_sd)
+    interval = np.stack([mixture_quantile(loc[:, data.shown], sd, p) for p in INTERVAL])
+    return h, interval
+
+
+def loss_record(loop: Loop, seed: int, risk_vi: float, risk_lcvi: float) -> dict:
+    """One loss of a seed: test and training risks, the utility's scale, the loop's details."""
+    return {
+        "seed": seed,
+        "risk_vi": risk_vi,
+        "risk_lcvi": risk_lcvi,
+        "reduction_pct": 100 * (risk_vi - risk_lcvi) / risk_vi,
+        "train_risk_vi": loop.baseline.risk,
+        "train_risk_lcvi": loop.steps[-1].risk,
+        "utility_scale": loop.scale,
+        "lcvi_blocks": len(loop.steps) - 1,
+        "advi_iterations": loop.steps[-1].state.iteration,
+        "settled": loop.settled,
+        "seconds_vi": loop.vi.seconds,
+        "seconds_lcvi": sum(step.seconds for step in loop.steps[1:]),
+        "eta": loop.args["eta"],
     }
-    done = out / "runs" / setting_name  # one record per (seed, loss): a rerun skips what is done
-    done.mkdir(parents=True, exist_ok=True)
-    seeds = experiment.seeds
-    for seed in seeds:
-        vi = None
-        with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-mf-{seed}-") as tmp:
-            for name, (family, params) in LOSSES.items():
-                record_file = done / f"seed-{seed}-{name}.json"
-                shift_file = done / f"seed-{seed}-{name}-test-decisions.npz"
-                if record_file.is_file():
-                    record = json.loads(record_file.read_text())
-                    if record.get("config") != config:
-                        raise ValueError(
-                            f"{record_file} is from another setting "
-                            f"({record.get('config')}, not {config}): "
-                            "choose another --out or remove it"
-                        )
-                    results[name].append(record)
-                    if keep_first and seed == seeds[0]:
-                        with np.load(shift_file) as saved:
-                            first[name] = {key: saved[key] for key in saved.files}
-                    continue
-                loss = bound_loss(family, **params)
-                loop = run_lcvi(
-                    problem,
-                    loss,
-                    kind=setting.utility,
-                    estimator="linearised",
-                    n_outcomes=2,
-                    n_draws=200,
-                    decision_every=experiment.n_iter // 20,
-                    seed=seed,
-                    advi_args=experiment.advi,
-                    out_dir=Path(tmp) / name,
-                    vi=vi,
-                )
-                vi = loop.vi
-                (h_vi, interval_vi), (h_lcvi, interval_lcvi) = (
-                    test_decisions(loop, step, loss)
-                    for step in (loop.baseline, loop.steps[-1])
-                )
-                risk_vi, risk_lcvi = (
-                    empirical_risk(y_test, h_vi, loss),
-                    empirical_risk(y_test, h_lcvi, loss),
-                )
-                record = {
-                    "config": config,
-                    "seed": seed,
-                    "risk_vi": risk_vi,
-                    "risk_lcvi": risk_lcvi,
-                    "reduction_pct": 100 * (risk_vi - risk_lcvi) / risk_vi,
-                    "train_risk_vi": loop.baseline.risk,
-                    "train_risk_lcvi": loop.steps[-1].risk,
-                    "utility_scale": loop.scale,
-                    "lcvi_blocks": len(loop.steps) - 1,
-                    "advi_iterations": loop.steps[-1].state.iteration,
-                    "settled": loop.settled,
-                    "seconds_vi": loop.vi.seconds,
-                    "seconds_lcvi": sum(step.seconds for step in loop.steps[1:]),
-                    "eta": loop.args["eta"],
-                }
-                results[name].append(record)
-                if keep_first and seed == seeds[0]:
-                    first[name] = {
-                        "vi": h_vi,
-                        "lcvi": h_lcvi,
-                        "interval_vi": interval_vi,
-                        "interval_lcvi": interval_lcvi,
-                    }
-                    _save_arrays(shift_file, first[name])
-                    if not (out / "lcvi_mf.nc").exists():
-                        save(to_idata(problem, loop), out / "lcvi_mf.nc")
-                write_json(record_file, record)
-    return results, first
+
+
+def setting_runs(records: Records, setting: str, seeds: list[int]) -> dict[str, list[dict]]:
+    """Per loss, the records of one setting's seeds."""
+    return {
+        name: [records[f"{setting}/seed-{seed}"]["losses"][name] for seed in seeds]
+        for name in LOSSES
+    }
 
 
 def _scales(results: dict[str, list[dict]]) -> dict:
@@ -350,7 +373,7 @@ def _scales(results: dict[str, list[dict]]) -> dict:
     }
 
 
-def _compute_seconds(results: dict[str, list[dict]]) -> float:
+def _advi_seconds(results: dict[str, list[dict]]) -> float:
     """Seconds of ADVI in the records: each seed's shared plain VI once, every LCVI part."""
     plain = {r["seed"]: r["seconds_vi"] for runs in results.values() for r in runs}
     return float(
@@ -393,11 +416,6 @@ def user_mean_shift(shift: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def _spread(values: np.ndarray) -> dict:
     q05, q50, q95 = np.quantile(values, [0.05, 0.5, 0.95])
     return _mean_sd(values) | {"q05": float(q05), "q50": float(q50), "q95": float(q95)}
-
-
-def _save_arrays(path: Path, arrays: dict) -> None:
-    """The first seed's test decisions and intervals, for the figures of a resumed run."""
-    write_npz(path, arrays)
 
 
 def _mean_sd(values) -> dict:
@@ -448,6 +466,7 @@ def _plot_reductions(
 
 
 def _plot_risks(ours: dict, published: dict | None, path: Path) -> None:
+    """Test risks of VI and LCVI per loss, ours beside the reference's (full problem only)."""
     figure, axes = plt.subplots(1, len(ours), figsize=(4 * len(ours), 3.8))
     sources = [("stanflow", ours, "C0")]
     if published is not None:
@@ -483,6 +502,7 @@ def _plot_risks(ours: dict, published: dict | None, path: Path) -> None:
 
 
 def _plot_shift(first: dict, path: Path) -> None:
+    """LCVI minus VI decision against the VI decision, every test cell (first seed)."""
     figure, axes = plt.subplots(
         1, len(first), figsize=(4 * len(first), 3.8), sharey=True
     )
@@ -510,20 +530,22 @@ def _plot_user_shifts(shifts: dict, path: Path) -> None:
     save_figure(figure, path)
 
 
-def _plot_intervals(first: dict, cells: np.ndarray, observed: np.ndarray, path: Path) -> None:
+def _plot_intervals(first: dict, path: Path) -> None:
     """Fig. 3 middle: 90 % predictive intervals and decisions of VI and LCVI."""
-    figure, axes = plt.subplots(1, len(first), figsize=(4 * len(first), 4), sharey=True)
-    x = np.arange(cells.size)
-    for axis, (name, saved) in zip(np.ravel(axes), first.items(), strict=True):
+    losses = first["losses"]
+    figure, axes = plt.subplots(1, len(losses), figsize=(4 * len(losses), 4), sharey=True)
+    x = np.arange(len(first["interval_cells"]))
+    for axis, (name, kept) in zip(np.ravel(axes), losses.items(), strict=True):
         for offset, method, color in [(-0.15, "vi", "C0"), (0.15, "lcvi", "C3")]:
-            low, high = saved[f"interval_{method}"]
+            low, high = kept[f"interval_{method}"]
             axis.vlines(x + offset, low, high, color=color, linewidth=2,
                         label=f"{method.upper()}: 90 % interval, decision")
-            axis.scatter(x + offset, saved[method][cells], color=color, marker="o", s=14)
-        axis.scatter(x, observed, color="k", marker="x", s=20, label="observed", zorder=3)
+            axis.scatter(x + offset, kept[f"decision_{method}"], color=color, marker="o", s=14)
+        axis.scatter(x, first["observed"], color="k", marker="x", s=20, label="observed",
+                     zorder=3)
         axis.set_title(name)
         axis.set_xticks(x)
-        axis.set_xlabel(f"test cell ({cells.size} drawn at random)")
+        axis.set_xlabel(f"test cell ({x.size} drawn at random)")
     np.ravel(axes)[0].set_ylabel("log(1 + count)")
     np.ravel(axes)[0].legend(fontsize=8)
     figure.suptitle("Predictive intervals and decisions of VI and LCVI, sample user-artist pairs")

@@ -5,7 +5,7 @@ three losses but not for tilted 0.8 (about 0.3974 against the authors'
 0.3951 +- 0.0004), and the paper's joint optimisation with one draw per step
 (``lcvi-joint``) does not close that gap either. What is left is the
 authors' own recipe, which this workflow re-implements
-(:mod:`stanflow.lcvi.mf_minibatch`, a NumPy twin of
+(``workflows/_lcvi_mf_recipe.py``, a NumPy twin of
 ``stan/lcvi/matrix_factorisation.stan`` tested against it): minibatches
 of 100 users with their terms scaled by ``I / B``, 11 draws for the ELBO and
 300 separate draws with one outcome each for the utility term, softplus
@@ -27,26 +27,30 @@ step, with one draw and no minibatches, with 30 draws, and with one draw for
 the utility and one for the ELBO without minibatches, to say which part of the
 recipe matters.
 
-Each piece (a seed's plain VI, a seed's LCVI) is written to ``runs/`` when
-done, and a running piece saves its optimiser's state there every 1000 steps:
-a rerun continues where it stopped, inside a piece too. Seeds run in
-parallel, one per core. Writes ``risks.png`` (VI and LCVI test risk per seed
-beside the reference) and ``summary.json``: per loss ``vi`` and for tilted
-0.8 ``lcvi`` and ``reduction_pct`` (``mean``, ``sd``, ``per_seed``), and
-``reference`` (the authors' 10 seeds, ``data/lcvi_mf_reference.json``);
-``ablation`` (``seed``, ``loss``, the recipe's LCVI risk ``recipe``, and per
-variant its ``change``, ``lcvi`` and ``seconds_lcvi``); ``recipe``, ``gamma``,
-``n_seeds``, ``seed``, ``jobs``, ``compute_seconds``, ``runs``, ``quick``.
-Without the data file the workflow stops at once, naming the file and where
-it comes from.
+Seed ``r`` of the run (``r = 0, 1, ...``) is ``SEED + r = 1, 2, ...``, given
+to the recipe as is; the ablation runs at the first. Every cell (a seed's plain
+VI, a seed's LCVI, an ablated LCVI) is kept in ``runs/`` when done
+(:mod:`stanflow.experiment`), and a running cell saves its optimiser's state
+in its scratch folder (``runs/<cell>.partial``) every 1000 steps: a rerun
+continues where it stopped, inside a cell too. Cells run in parallel, one per
+core. Writes ``risks.png`` (VI and LCVI test risk per seed beside the
+reference) and ``summary.json``: per loss ``vi`` and for tilted 0.8 ``lcvi``
+and ``reduction_pct`` (``mean``, ``sd``, ``per_seed``), and ``reference``
+(the authors' 10 seeds, ``data/lcvi_mf_reference.json``); ``ablation``
+(``seed``, ``loss``, the recipe's LCVI risk ``recipe``, and per variant its
+``change``, ``lcvi`` and ``seconds_lcvi``); ``recipe``, ``gamma``,
+``n_seeds``, ``seeds`` (the seeds given to the recipe), ``jobs`` (cells at a
+time), ``runs`` (per seed), ``shape``, ``K``, ``quick``, and the runner's
+``settings``, ``seed`` (:data:`SEED`) and ``compute_seconds`` (every cell's
+wall seconds summed, the ablation's included). Without the data file the
+first cells stop at once, naming the file and where it comes from.
 """
 
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import matplotlib
 
@@ -54,7 +58,9 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+from _lcvi_mf_recipe import AUTHORS, Recipe, fit
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.lcvi import empirical_risk
 from stanflow.lcvi.mf import (
     cell_locations,
@@ -63,55 +69,82 @@ from stanflow.lcvi.mf import (
     reference_split,
     reference_test_risks,
 )
-from stanflow.lcvi.mf_minibatch import AUTHORS, Recipe, fit
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models.evaluation import default_threads
-from stanflow.workflows import Pieces, main, run_parallel, save_figure, seed_spread
+from stanflow.workflows import main, save_figure, seed_spread
 
 DESCRIPTION = (
     "LCVI for Last.fm by the authors' own recipe (minibatches of 100 users, 11 ELBO and "
     "300 utility draws, Adam, float32), re-implemented: test risks against theirs"
 )
 
+SEED = 1
+"""The experiment's seed: the run's seed ``r = 0, 1, ...`` is ``SEED + r``."""
 LOSSES = {"tilted_0.8": 0.8, "tilted_0.2": 0.2}  # paper's label -> tau, VI judged for both
 LCVI_LOSSES = ("tilted_0.8",)  # the loss in question
 GAMMA = 1.62  # the authors' exp-utility gamma for both (data/lcvi_mf_reference.json, source)
 NOISE_SD, PRIOR_SD = 1.0, 10.0
 EVAL_DRAWS = 1000
-ABLATION_SEED, ABLATION_LOSS = 1, "tilted_0.8"
+ABLATION_LOSS = "tilted_0.8"  # at the first seed, SEED
+JOBS = default_threads()
+"""Cells at a time: one per core."""
+
+SETTINGS = {
+    "quick": {"shape": [200, 30], "K": 5, "recipe": AUTHORS._replace(iterations=300)._asdict(),
+              "seeds": 2},
+    "full": {"shape": [992, 100], "K": 20, "recipe": AUTHORS._asdict(), "seeds": 3},
+}
 
 
-class Part(NamedTuple):
-    """The data, the latent dimension, the recipe and the seeds."""
-
-    Y: np.ndarray
-    K: int
-    recipe: Recipe
-    seeds: range
-
-    def config(self) -> dict:
-        """What a piece depends on (the seed is in its name)."""
-        return {"shape": list(self.Y.shape), "K": self.K, "recipe": self.recipe._asdict(),
-                "gamma": GAMMA, "eval_draws": EVAL_DRAWS, "record": 1}
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Fit plain VI and LCVI for tilted 0.8 per seed (resuming from ``out/runs``); plot; summarise."""
-    Y = load_lastfm(30 if quick else 100)  # stops at once, naming the file, without the data
-    part = Part(
-        Y=Y[:200] if quick else Y,
-        K=5 if quick else 20,
-        recipe=AUTHORS._replace(iterations=300) if quick else AUTHORS,
-        seeds=range(1, 3 if quick else 4),
-    )
-    pieces = Pieces(out / "runs")
-    changes = ablations(part.Y.shape[0])
-    tasks = [partial(seed_run, part, seed, pieces) for seed in part.seeds] + [
-        partial(ablation_run, part, change, pieces) for change in changes
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """Per seed its plain VI and its LCVI per loss in :data:`LCVI_LOSSES`; then the ablation."""
+    problem = {"shape": settings["shape"], "K": settings["K"], "eval_draws": EVAL_DRAWS}
+    declared = []
+    for r in range(settings["seeds"]):
+        fitted = problem | {"recipe": settings["recipe"], "r": r}
+        declared.append(Cell(f"seed-{SEED + r}-vi", fitted | {"losses": LOSSES}))
+        declared += [Cell(f"seed-{SEED + r}-{name}", fitted | lcvi_params(name))
+                     for name in LCVI_LOSSES]
+    declared += [
+        Cell(ablation_name(change), problem | {"recipe": settings["recipe"] | change, "r": 0}
+             | lcvi_params(ABLATION_LOSS))
+        for change in ablations(settings["shape"][0])
     ]
-    jobs = min(default_threads(), len(tasks))
-    finished = run_parallel(tasks, pieces, jobs)  # the seeds first
-    runs, ablated = finished[: len(part.seeds)], finished[len(part.seeds) :]
+    return declared
+
+
+def lcvi_params(name: str) -> dict[str, Any]:
+    """What an LCVI cell adds to plain VI's parameters: its loss and ``gamma``."""
+    return {"loss": name, "tau": LOSSES[name], "gamma": GAMMA}
+
+
+def compute(run: CellRun) -> dict:
+    """One run of the recipe (resuming from the cell's scratch) and its end state's test risks.
+
+    Plain VI is judged for every loss, LCVI for its own.
+    """
+    params = run.params
+    users, artists = params["shape"]
+    Y = load_lastfm(artists)[:users]  # stops at once, naming the file, without the data
+    split = reference_split(Y.shape)
+    problem = matrix_factorisation(Y, split, K=params["K"], prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
+    if "losses" in params:  # plain VI (no utility term), judged for every loss
+        loss, coefficient = bound_loss("check", tau=LOSSES[next(iter(LOSSES))]), 0.0
+        judged = {name: bound_loss("check", tau=tau) for name, tau in LOSSES.items()}
+    else:
+        loss, coefficient = bound_loss("check", tau=params["tau"]), params["gamma"]
+        judged = {params["loss"]: loss}
+    seed = run.seed + params["r"]
+    result = fit(problem, loss, coefficient, recipe=Recipe(**params["recipe"]), seed=seed,
+                 checkpoint=run.scratch / "state.npz")
+    draws = result.draws(EVAL_DRAWS, np.random.default_rng(10_000 + seed))
+    return {"test_risk": _test_risks(Y, params["K"], split, draws, judged),
+            "seconds_optimise": result.seconds}
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Per loss the risks over seeds beside the reference; the ablation; the per-seed records."""
+    runs = [seed_record(records, SEED + r) for r in range(settings["seeds"])]
     reference = reference_test_risks(LOSSES)
     summary = {
         name: {
@@ -120,41 +153,48 @@ def run(out: Path, quick: bool) -> dict:
         } | {"reference": reference[name]}
         for name in LOSSES
     }
-    _plot(summary, out / "risks.png", with_reference=not quick)
+    variants = [
+        {"change": change, "lcvi": (lcvi := records[ablation_name(change)])["test_risk"][
+            ABLATION_LOSS], "seconds_lcvi": lcvi["seconds"]}
+        for change in ablations(settings["shape"][0])
+    ]
     return summary | {
-        "ablation": {"seed": ABLATION_SEED, "loss": ABLATION_LOSS,
-                     "recipe": next(r for r in runs if r["seed"] == ABLATION_SEED)[ABLATION_LOSS][
-                         "lcvi"], "variants": ablated},
-        "recipe": part.recipe._asdict(),
+        "ablation": {"seed": SEED, "loss": ABLATION_LOSS,
+                     "recipe": runs[0][ABLATION_LOSS]["lcvi"], "variants": variants},
+        "recipe": settings["recipe"],
         "gamma": GAMMA,
-        "n_seeds": len(part.seeds),
-        "seed": list(part.seeds),
-        "jobs": jobs,
-        "compute_seconds": float(sum(run["compute_seconds"] for run in runs)),
+        "n_seeds": settings["seeds"],
+        "seeds": [run["seed"] for run in runs],
+        "jobs": JOBS,
         "runs": runs,
-        "shape": list(part.Y.shape),
-        "K": part.K,
-        "quick": quick,
+        "shape": settings["shape"],
+        "K": settings["K"],
+        "quick": settings == SETTINGS["quick"],
     }
 
 
-def seed_run(part: Part, seed: int, pieces: Pieces) -> dict:
-    """One seed: plain VI (its test risk for every loss), then LCVI per loss in :data:`LCVI_LOSSES`."""
-    problem, test = _setup(part)
-    losses = {name: bound_loss("check", tau=tau) for name, tau in LOSSES.items()}
-    config = part.config()
-    first = next(iter(losses))
-    fit_vi = partial(_fit, problem, part, seed, losses[first], 0.0, test, losses,
-                     pieces.scratch(f"seed-{seed}-vi") / "state.npz")
-    vi = pieces.get(f"seed-{seed}-vi", config, fit_vi)
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``risks.png``, with the authors' risks for the full problem only."""
+    _plot(summary, out / "risks.png", with_reference=not summary["quick"])
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=JOBS)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Fit plain VI and LCVI for tilted 0.8 per seed (resuming from ``out/runs``); plot; summarise."""
+    return EXPERIMENT.run(out, quick)
+
+
+def seed_record(records: Records, seed: int) -> dict:
+    """One seed: plain VI's test risk for every loss, LCVI's per loss in :data:`LCVI_LOSSES`."""
+    vi = records[f"seed-{seed}-vi"]
     record: dict[str, Any] = {"seed": seed, "seconds_vi": vi["seconds"]}
-    record |= {name: {"vi": vi["test_risk"][name]} for name in losses}
+    record |= {name: {"vi": vi["test_risk"][name]} for name in LOSSES}
     spent = [vi["seconds"]]
     for name in LCVI_LOSSES:
-        loss = losses[name]
-        fit_lcvi = partial(_fit, problem, part, seed, loss, GAMMA, test, {name: loss},
-                           pieces.scratch(f"seed-{seed}-{name}") / "state.npz")
-        lcvi = pieces.get(f"seed-{seed}-{name}", config, fit_lcvi)
+        lcvi = records[f"seed-{seed}-{name}"]
         spent.append(lcvi["seconds"])
         risk_vi, risk_lcvi = vi["test_risk"][name], lcvi["test_risk"][name]
         record[name] = {
@@ -181,38 +221,16 @@ def ablations(n_rows: int) -> list[dict[str, int]]:
             {"utility_draws": 30}, {"utility_draws": 1, "batch_rows": n_rows, "elbo_draws": 1}]
 
 
-def ablation_run(part: Part, change: dict[str, int], pieces: Pieces) -> dict:
-    """LCVI for :data:`ABLATION_LOSS` at :data:`ABLATION_SEED` by the recipe with ``change``."""
-    varied = part._replace(recipe=part.recipe._replace(**change))
-    problem, test = _setup(varied)
-    loss = bound_loss("check", tau=LOSSES[ABLATION_LOSS])
-    name = f"seed-{ABLATION_SEED}-{ABLATION_LOSS}-" + "-".join(f"{k}-{v}" for k, v in change.items())
-    lcvi = pieces.get(name, varied.config(),
-                      partial(_fit, problem, varied, ABLATION_SEED, loss, GAMMA, test,
-                              {ABLATION_LOSS: loss}, pieces.scratch(name) / "state.npz"))
-    return {"change": change, "lcvi": lcvi["test_risk"][ABLATION_LOSS],
-            "seconds_lcvi": lcvi["seconds"]}
+def ablation_name(change: dict[str, int]) -> str:
+    """The cell of LCVI for :data:`ABLATION_LOSS` at the first seed by the recipe with ``change``."""
+    return f"seed-{SEED}-{ABLATION_LOSS}-" + "-".join(f"{k}-{v}" for k, v in change.items())
 
 
-def _setup(part: Part) -> tuple:
-    """The problem on the authors' split, and ``(draws, losses) -> test risks`` for it."""
-    split = reference_split(part.Y.shape)
-    problem = matrix_factorisation(part.Y, split, K=part.K, prior_sd=PRIOR_SD, noise_sd=NOISE_SD)
-    return problem, partial(_test_risks, part, split)
-
-
-def _fit(problem, part: Part, seed: int, loss: BoundLoss, coefficient: float, test,
-         judged: dict[str, BoundLoss], state: Path) -> dict:
-    """One run of the recipe (resuming from ``state``) and its end state's test risks for ``judged``."""
-    result = fit(problem, loss, coefficient, recipe=part.recipe, seed=seed, checkpoint=state)
-    draws = result.draws(EVAL_DRAWS, np.random.default_rng(10_000 + seed))
-    return {"test_risk": test(draws, judged), "seconds_optimise": result.seconds}
-
-
-def _test_risks(part: Part, split, draws: np.ndarray, losses: dict[str, BoundLoss]) -> dict:
+def _test_risks(Y: np.ndarray, K: int, split, draws: np.ndarray,
+                losses: dict[str, BoundLoss]) -> dict:
     """Empirical test risk at the Bayes decisions of ``draws``, per loss."""
-    loc = cell_locations(draws, (*part.Y.shape, part.K), split.test_rows, split.test_cols)
-    y_test = part.Y[split.test_rows, split.test_cols]
+    loc = cell_locations(draws, (*Y.shape, K), split.test_rows, split.test_cols)
+    y_test = Y[split.test_rows, split.test_cols]
     sd = np.full(y_test.size, NOISE_SD)
     return {
         name: empirical_risk(y_test, loss.mixture_decision(loc, sd), loss)

@@ -34,8 +34,10 @@ contract (``docs/your-own-model.md``); the workflow writes them into
   conjugate model, and the true excess risk ``E_x (x' beta_bar)^2`` of the
   posterior mean at ``eta = 1`` over that at SafeBayes' ``eta``.
 
-Every data set is a piece (``OUT/runs/*.json``), so a stopped run resumes; two
-run at a time. ``--quick`` shrinks the replications to run in about a minute.
+The power posterior and every data set are cells of an experiment
+(:mod:`stanflow.experiment`), each kept in ``OUT/runs/*.json``, so a stopped
+run resumes; two run at a time. ``--quick`` shrinks the replications to run
+in about a minute.
 Writes ``own_model.png`` (coverage against the asymptotic formula for the two
 medians, the path's ``log Z(omega)`` against the closed form, SafeBayes'
 cumulative loss against ``eta``) and ``summary.json``.
@@ -46,7 +48,6 @@ from __future__ import annotations
 import math
 import sys
 import warnings
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ from matplotlib.ticker import NullFormatter
 from numpy.polynomial import legendre
 
 from stanflow import arviz_compat
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import (
     LossProgram,
     StanBackend,
@@ -76,7 +78,7 @@ from stanflow.gibbs.gpc.reweighting import ellipsoid_coverage
 from stanflow.gibbs.path import reweight
 from stanflow.runs import LocalExecutor
 from stanflow.wbb import wbb_program
-from stanflow.workflows import Pieces, main, run_parallel, save_figure, write_text
+from stanflow.workflows import main, save_figure, write_text
 
 DESCRIPTION = (
     "Your own Stan model as a loss program: a spatial median, a power posterior, a "
@@ -201,108 +203,136 @@ functions {
 """
 
 
-def settings(quick: bool) -> dict[str, Any]:
-    """The full run's sizes, or the quick run's."""
-    gpc = ({"proposal_draws": 4000, "draws": 300, "max_steps": 5} if quick
-           else {"proposal_draws": 20000, "draws": 1000, "max_steps": 16})
-    return {
-        "spatial_median": {"n": 200, "datasets": 2 if quick else 200, "B": 40 if quick else 200,
-                           "particles": 1000 if quick else 4000, "wbb_draws": 200 if quick else 1000,
-                           "wbb_draws_kept": "converged", "gpc": gpc},
-        "nonlinear_median": {"n": 200, "datasets": 2 if quick else 200, "B": 40 if quick else 200,
-                             "particles": 1000 if quick else 4000, "gpc": gpc},
-        "power_normal": {"n": 50, "particles": 1000 if quick else 4000,
-                         "nuts_draws": 500 if quick else 4000, "sigma": 1.5, "prior_mean": 0.5,
-                         "prior_sd": 3.0, "omega_max": 2.0, "nuts_omega": 0.5},
-        "safebayes": {"n": 50 if quick else 100, "datasets": 1 if quick else 10,
-                      "degree": 19, "noise_var": 1 / 40, "easy_share": 0.5, "prior_scale": 10.0,
-                      "a0": 3.0, "b0": 0.025, "particles": 400 if quick else 2000,
-                      "etas": [2.0**-k for k in range(8, -1, -2 if quick else -1)],
-                      "nuts_draws": 400 if quick else 2000},
-    }
+SETTINGS = {
+    "quick": {
+        "spatial_median": {"n": 200, "datasets": 2, "B": 40, "particles": 1000, "wbb_draws": 200,
+                           "wbb_draws_kept": "converged",
+                           "gpc": {"proposal_draws": 4000, "draws": 300, "max_steps": 5}},
+        "nonlinear_median": {"n": 200, "datasets": 2, "B": 40, "particles": 1000,
+                             "gpc": {"proposal_draws": 4000, "draws": 300, "max_steps": 5}},
+        "power_normal": {"n": 50, "particles": 1000, "nuts_draws": 500, "sigma": 1.5,
+                         "prior_mean": 0.5, "prior_sd": 3.0, "omega_max": 2.0, "nuts_omega": 0.5},
+        "safebayes": {"n": 50, "datasets": 1, "degree": 19, "noise_var": 1 / 40, "easy_share": 0.5,
+                      "prior_scale": 10.0, "a0": 3.0, "b0": 0.025, "particles": 400,
+                      "etas": [2.0**-k for k in range(8, -1, -2)], "nuts_draws": 400},
+    },
+    "full": {
+        "spatial_median": {"n": 200, "datasets": 200, "B": 200, "particles": 4000,
+                           "wbb_draws": 1000, "wbb_draws_kept": "converged",
+                           "gpc": {"proposal_draws": 20000, "draws": 1000, "max_steps": 16}},
+        "nonlinear_median": {"n": 200, "datasets": 200, "B": 200, "particles": 4000,
+                             "gpc": {"proposal_draws": 20000, "draws": 1000, "max_steps": 16}},
+        "power_normal": {"n": 50, "particles": 4000, "nuts_draws": 4000, "sigma": 1.5,
+                         "prior_mean": 0.5, "prior_sd": 3.0, "omega_max": 2.0, "nuts_omega": 0.5},
+        "safebayes": {"n": 100, "datasets": 10, "degree": 19, "noise_var": 1 / 40,
+                      "easy_share": 0.5, "prior_scale": 10.0, "a0": 3.0, "b0": 0.025,
+                      "particles": 2000, "etas": [2.0**-k for k in range(8, -1, -1)],
+                      "nuts_draws": 2000},
+    },
+}
+
+
+def program_files(folder: Path) -> dict[str, Path]:
+    """Where the example programs go in ``folder``: ``<name>.stan``."""
+    return {name: folder / f"{name}.stan" for name in PROGRAMS}
 
 
 def write_programs(folder: Path) -> dict[str, Path]:
     """The example programs as Stan files in ``folder`` (``OUT/stan``)."""
     folder.mkdir(parents=True, exist_ok=True)
     paths = {}
-    for name, code in PROGRAMS.items():
-        source = POWER_NORMAL_FUNCTIONS + code if name == "power_normal" else code
-        paths[name] = write_text(folder / f"{name}.stan", source)
+    for name, path in program_files(folder).items():
+        functions = POWER_NORMAL_FUNCTIONS if name == "power_normal" else ""
+        paths[name] = write_text(path, functions + PROGRAMS[name])
     return paths
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Every example's pieces (resumed from ``out/runs``), the figure and the summary."""
-    config = settings(quick)
-    programs = write_programs(out / "stan")
-    pieces = Pieces(out / "runs")
-    tasks = [partial(power_normal_piece, programs["power_normal"], config["power_normal"], pieces)]
-    for r in range(config["spatial_median"]["datasets"]):
-        tasks.append(partial(spatial_piece, programs["spatial_median"],
-                             config["spatial_median"], r, pieces))
-    for r in range(config["nonlinear_median"]["datasets"]):
-        tasks.append(partial(nonlinear_piece, programs["nonlinear_median"],
-                             config["nonlinear_median"], r, pieces))
-    for r in range(config["safebayes"]["datasets"]):
-        tasks.append(partial(safebayes_piece, programs["safebayes"], config["safebayes"], r,
-                             pieces))
-    records = run_parallel(tasks, pieces, jobs=2)
-    normal = records[0]
-    spatial = [r for r in records if r["example"] == "spatial_median"]
-    nonlinear = [r for r in records if r["example"] == "nonlinear_median"]
-    safe = [r for r in records if r["example"] == "safebayes"]
-    summary = {
-        "spatial_median": summarise_spatial(spatial),
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """The power posterior, then one cell per data set of each other example."""
+
+    def params(example: str, **extra: Any) -> dict[str, Any]:
+        # what a cell depends on: its example's settings but the number of data sets
+        config = {k: v for k, v in settings[example].items() if k != "datasets"}
+        return config | {"example": example, **extra}
+
+    return [Cell("power_normal", params("power_normal"))] + [
+        Cell(f"{example}-{r:03d}", params(example, r=r))
+        for example in ("spatial_median", "nonlinear_median", "safebayes")
+        for r in range(settings[example]["datasets"])
+    ]
+
+
+def compute(run: CellRun) -> dict:
+    """One cell, from its example's program in ``OUT/stan``."""
+    example = run.params["example"]
+    example_record = {"power_normal": power_normal_record, "spatial_median": spatial_record,
+                      "nonlinear_median": nonlinear_record, "safebayes": safebayes_record}[example]
+    return {"example": example} | example_record(program_files(run.out / "stan")[example], run)
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Every example's checks and where the programs are."""
+    normal = records["power_normal"]
+    return {
+        "spatial_median": summarise_spatial(example_records(records, "spatial_median")),
         "power_normal": {k: v for k, v in normal.items() if k not in ("config", "example")},
-        "nonlinear_median": summarise_nonlinear(nonlinear),
-        "safebayes": summarise_safebayes(safe),
-        "settings": config,
-        "programs": {name: str(path.relative_to(out)) for name, path in programs.items()},
-        "seed": SEED,
+        "nonlinear_median": summarise_nonlinear(example_records(records, "nonlinear_median")),
+        "safebayes": summarise_safebayes(example_records(records, "safebayes")),
+        "programs": {name: str(path) for name, path in program_files(Path("stan")).items()},
     }
-    figure(summary, normal, safe, out / "own_model.png")
-    return summary
 
 
-# -- the pieces ------------------------------------------------------------------
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``own_model.png``."""
+    figure(summary, records["power_normal"], example_records(records, "safebayes"),
+           out / "own_model.png")
 
-def spatial_piece(path: Path, config: dict, r: int, pieces: Pieces) -> dict:
+
+def example_records(records: Records, example: str) -> list[dict]:
+    """The records of ``example``'s data sets, in order."""
+    return [record for record in records.values() if record["example"] == example]
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=2)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """The programs into ``out/stan``, every cell (resumed from ``out/runs``), figure and summary."""
+    write_programs(out / "stan")
+    return EXPERIMENT.run(out, quick)
+
+
+# -- the cells -------------------------------------------------------------------
+
+def spatial_record(path: Path, run: CellRun) -> dict:
     """One spatial-median data set: every rule, the coverage at each, WBB."""
-
-    def compute() -> dict:
-        rng = np.random.default_rng([SEED, 1, r])
-        x = rng.normal(0.0, 2.0, size=(config["n"], 2))
-        program = LossProgram(path, {"N": config["n"], "x": x})
-        record = rules_and_coverage(program, np.zeros(2), config, seed=r)
-        # A weighted spatial median can sit on a data point, where the loss has a kink
-        # and L-BFGS cannot certify its optimum: such a draw is NaN, counted and left out.
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", "(?s).*WBB solves did not converge")
-            draws = wbb_program(program, config["wbb_draws"], seed=r)
-        converged = draws.sample_stats["converged"].values.reshape(-1)
-        theta = draws.posterior["theta"].values.reshape(-1, 2)[converged]
-        sandwich_trace = 2 * 2 / (OMEGA_STAR_SPATIAL**2 * config["n"])  # tr(H^-1 J H^-1)/n
-        record["wbb_cov_ratio"] = float(np.trace(np.cov(theta.T)) / sandwich_trace)
-        record["wbb_unconverged"] = int(np.count_nonzero(~converged))
-        return record
-
-    return pieces.get(f"spatial_median-{r:03d}", piece_config(config, "spatial_median"),
-                      lambda: {"example": "spatial_median"} | compute())
+    config, r = run.params, run.params["r"]
+    rng = run.rng(1, r)
+    x = rng.normal(0.0, 2.0, size=(config["n"], 2))
+    program = LossProgram(path, {"N": config["n"], "x": x})
+    record = rules_and_coverage(program, np.zeros(2), config, seed=r)
+    # A weighted spatial median can sit on a data point, where the loss has a kink
+    # and L-BFGS cannot certify its optimum: such a draw is NaN, counted and left out.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "(?s).*WBB solves did not converge")
+        draws = wbb_program(program, config["wbb_draws"], seed=r)
+    converged = draws.sample_stats["converged"].values.reshape(-1)
+    theta = draws.posterior["theta"].values.reshape(-1, 2)[converged]
+    sandwich_trace = 2 * 2 / (OMEGA_STAR_SPATIAL**2 * config["n"])  # tr(H^-1 J H^-1)/n
+    record["wbb_cov_ratio"] = float(np.trace(np.cov(theta.T)) / sandwich_trace)
+    record["wbb_unconverged"] = int(np.count_nonzero(~converged))
+    return record
 
 
-def nonlinear_piece(path: Path, config: dict, r: int, pieces: Pieces) -> dict:
+def nonlinear_record(path: Path, run: CellRun) -> dict:
     """One nonlinear-median data set: GPC two ways, the coverage at each and at omega = 1."""
-
-    def compute() -> dict:
-        rng = np.random.default_rng([SEED, 2, r])
-        x = rng.uniform(0.0, 2.0, size=config["n"])
-        y = 2.0 * np.exp(-x) + rng.gamma(2.0, 1.0, size=config["n"]) - GAMMA_MEDIAN
-        program = LossProgram(path, {"N": config["n"], "x": x, "y": y})
-        return rules_and_coverage(program, np.array([2.0, 1.0]), config, seed=r, plugin=False)
-
-    return pieces.get(f"nonlinear_median-{r:03d}", piece_config(config, "nonlinear_median"),
-                      lambda: {"example": "nonlinear_median"} | compute())
+    config, r = run.params, run.params["r"]
+    rng = run.rng(2, r)
+    x = rng.uniform(0.0, 2.0, size=config["n"])
+    y = 2.0 * np.exp(-x) + rng.gamma(2.0, 1.0, size=config["n"]) - GAMMA_MEDIAN
+    program = LossProgram(path, {"N": config["n"], "x": x, "y": y})
+    return rules_and_coverage(program, np.array([2.0, 1.0]), config, seed=r, plugin=False)
 
 
 def rules_and_coverage(program: LossProgram, truth: np.ndarray, config: dict, *, seed: int,
@@ -339,53 +369,43 @@ def rules_and_coverage(program: LossProgram, truth: np.ndarray, config: dict, *,
             "estimate": estimate.theta.tolist()}
 
 
-def power_normal_piece(path: Path, config: dict, pieces: Pieces) -> dict:
+def power_normal_record(path: Path, run: CellRun) -> dict:
     """The power-normal program's path and NUTS against the closed forms."""
-
-    def compute() -> dict:
-        rng = np.random.default_rng([SEED, 3])
-        y = rng.normal(2.0, 2.0, size=config["n"])
-        program = LossProgram(path, {"N": config["n"], "y": y, "sigma": config["sigma"],
-                                     "prior_mean": config["prior_mean"],
-                                     "prior_sd": config["prior_sd"]})
-        result = gibbs_path(program, omega_max=config["omega_max"],
-                            n_particles=config["particles"], seed=SEED)
-        steps, table = arviz_compat.group(result, "path"), arviz_compat.group(result, "path_functionals")
-        exact_steps = np.array([normal_closed_form(y, w, config)[2] for w in steps["omega"].values])
-        omegas = table["omega"].values[1:]  # omega = 0 is the prior itself
-        exact = np.array([normal_closed_form(y, w, config) for w in omegas])
-        mean = table["mean"].sel(param="theta").values[1:]
-        q = table["quantile"].sel(param="theta")
-        sd = (q.sel(prob=0.975) - q.sel(prob=0.025)).values[1:] / (2 * 1.959963984540054)
-        error = np.abs(steps["log_z"].values - exact_steps)
-        fit = posterior(program, omega=config["nuts_omega"], chains=4,
-                        iter_sampling=config["nuts_draws"] // 4, seed=SEED)
-        draws = fit.posterior["theta"].values.ravel()
-        nuts_mean, nuts_sd, _ = normal_closed_form(y, config["nuts_omega"], config)
-        mcse = float(arviz_compat.mcse(fit, var_names=["theta"])["theta"])
-        return {
-            "example": "power_normal",
-            "log_z_max_abs_error": float(error.max()),
-            "log_z_max_error_in_se": float(np.max(error / np.maximum(steps["log_z_se"].values,
-                                                                     1e-12))),
-            "mean_max_abs_error": float(np.max(np.abs(mean - exact[:, 0]))),
-            "sd_max_rel_error": float(np.max(np.abs(sd / exact[:, 1] - 1))),
-            "nuts": {"omega": config["nuts_omega"],
-                     "mean_abs_error": float(abs(draws.mean() - nuts_mean)),
-                     "mean_error_in_mcse": float(abs(draws.mean() - nuts_mean) / mcse),
-                     "sd_rel_error": float(abs(draws.std() / nuts_sd - 1))},
-            "path": {"omega": steps["omega"].values.tolist(), "log_z": steps["log_z"].values.tolist(),
-                     "log_z_se": steps["log_z_se"].values.tolist(),
-                     "log_z_exact": exact_steps.tolist()},
-        }
-
-    return pieces.get("power_normal", piece_config(config, "power_normal"), compute)
-
-
-def piece_config(config: dict, example: str) -> dict:
-    """What a piece depends on: its example's settings but the number of data sets."""
-    return {key: value for key, value in config.items() if key != "datasets"} | {
-        "example": example, "seed": SEED}
+    config = run.params
+    rng = run.rng(3)
+    y = rng.normal(2.0, 2.0, size=config["n"])
+    program = LossProgram(path, {"N": config["n"], "y": y, "sigma": config["sigma"],
+                                 "prior_mean": config["prior_mean"],
+                                 "prior_sd": config["prior_sd"]})
+    result = gibbs_path(program, omega_max=config["omega_max"],
+                        n_particles=config["particles"], seed=run.seed)
+    steps, table = arviz_compat.group(result, "path"), arviz_compat.group(result, "path_functionals")
+    exact_steps = np.array([normal_closed_form(y, w, config)[2] for w in steps["omega"].values])
+    omegas = table["omega"].values[1:]  # omega = 0 is the prior itself
+    exact = np.array([normal_closed_form(y, w, config) for w in omegas])
+    mean = table["mean"].sel(param="theta").values[1:]
+    q = table["quantile"].sel(param="theta")
+    sd = (q.sel(prob=0.975) - q.sel(prob=0.025)).values[1:] / (2 * 1.959963984540054)
+    error = np.abs(steps["log_z"].values - exact_steps)
+    fit = posterior(program, omega=config["nuts_omega"], chains=4,
+                    iter_sampling=config["nuts_draws"] // 4, seed=run.seed)
+    draws = fit.posterior["theta"].values.ravel()
+    nuts_mean, nuts_sd, _ = normal_closed_form(y, config["nuts_omega"], config)
+    mcse = float(arviz_compat.mcse(fit, var_names=["theta"])["theta"])
+    return {
+        "log_z_max_abs_error": float(error.max()),
+        "log_z_max_error_in_se": float(np.max(error / np.maximum(steps["log_z_se"].values,
+                                                                 1e-12))),
+        "mean_max_abs_error": float(np.max(np.abs(mean - exact[:, 0]))),
+        "sd_max_rel_error": float(np.max(np.abs(sd / exact[:, 1] - 1))),
+        "nuts": {"omega": config["nuts_omega"],
+                 "mean_abs_error": float(abs(draws.mean() - nuts_mean)),
+                 "mean_error_in_mcse": float(abs(draws.mean() - nuts_mean) / mcse),
+                 "sd_rel_error": float(abs(draws.std() / nuts_sd - 1))},
+        "path": {"omega": steps["omega"].values.tolist(), "log_z": steps["log_z"].values.tolist(),
+                 "log_z_se": steps["log_z_se"].values.tolist(),
+                 "log_z_exact": exact_steps.tolist()},
+    }
 
 
 def normal_closed_form(y: np.ndarray, omega: float, config: dict) -> tuple[float, float, float]:
@@ -400,44 +420,40 @@ def normal_closed_form(y: np.ndarray, omega: float, config: dict) -> tuple[float
     return b / precision, precision**-0.5, log_z
 
 
-def safebayes_piece(path: Path, config: dict, r: int, pieces: Pieces) -> dict:
+def safebayes_record(path: Path, run: CellRun) -> dict:
     """One easy-points data set: SafeBayes from the program and in closed form, and the risks."""
-
-    def compute() -> dict:
-        rng = np.random.default_rng([SEED, 4, r])
-        n = config["n"]
-        easy = rng.uniform(size=n) < config["easy_share"]
-        x = np.where(easy, 0.0, rng.uniform(-1, 1, size=n))
-        y = np.where(easy, 0.0, rng.normal(0.0, math.sqrt(config["noise_var"]), size=n))
-        X = legendre.legvander(x, config["degree"])
-        program = LossProgram(path, {"N": n, "K": X.shape[1], "X": X, "y": y,
-                                     "prior_scale": config["prior_scale"], "a0": config["a0"],
-                                     "b0": config["b0"]})
-        etas = np.array(config["etas"])
-        found = arviz_compat.group(calibrate_safebayes(
-            program, etas=etas, n_particles=config["particles"], seed=r), "calibration")
-        exact = arviz_compat.group(calibrate_safebayes_conjugate(
-            y, X, etas=etas, prior_scale=config["prior_scale"], a0=config["a0"],
-            b0=config["b0"]), "calibration")
-        eta = float(found["omega"].sel(variant="r-log"))
-        risks = {}
-        for name, rate in (("eta_1", 1.0), ("safebayes", eta)):
-            fit = posterior(program, omega=rate, chains=4, iter_sampling=config["nuts_draws"] // 4,
-                            seed=SEED + r)
-            beta = fit.posterior["beta"].values.reshape(-1, X.shape[1]).mean(axis=0)
-            risks[name] = excess_risk(beta, config)
-        return {
-            "eta": eta,
-            "eta_closed_form": float(exact["omega"].sel(variant="r-log")),
-            "cumulative_r_log": found["cumulative_loss"].sel(variant="r-log").values.tolist(),
-            "cumulative_r_log_closed_form":
-                exact["cumulative_loss"].sel(variant="r-log").values.tolist(),
-            "risk": risks,
-            "risk_ratio": risks["eta_1"] / risks["safebayes"],
-        }
-
-    return pieces.get(f"safebayes-{r:03d}", piece_config(config, "safebayes"),
-                      lambda: {"example": "safebayes"} | compute())
+    config, r = run.params, run.params["r"]
+    rng = run.rng(4, r)
+    n = config["n"]
+    easy = rng.uniform(size=n) < config["easy_share"]
+    x = np.where(easy, 0.0, rng.uniform(-1, 1, size=n))
+    y = np.where(easy, 0.0, rng.normal(0.0, math.sqrt(config["noise_var"]), size=n))
+    X = legendre.legvander(x, config["degree"])
+    program = LossProgram(path, {"N": n, "K": X.shape[1], "X": X, "y": y,
+                                 "prior_scale": config["prior_scale"], "a0": config["a0"],
+                                 "b0": config["b0"]})
+    etas = np.array(config["etas"])
+    found = arviz_compat.group(calibrate_safebayes(
+        program, etas=etas, n_particles=config["particles"], seed=r), "calibration")
+    exact = arviz_compat.group(calibrate_safebayes_conjugate(
+        y, X, etas=etas, prior_scale=config["prior_scale"], a0=config["a0"],
+        b0=config["b0"]), "calibration")
+    eta = float(found["omega"].sel(variant="r-log"))
+    risks = {}
+    for name, rate in (("eta_1", 1.0), ("safebayes", eta)):
+        fit = posterior(program, omega=rate, chains=4, iter_sampling=config["nuts_draws"] // 4,
+                        seed=run.seed + r)
+        beta = fit.posterior["beta"].values.reshape(-1, X.shape[1]).mean(axis=0)
+        risks[name] = excess_risk(beta, config)
+    return {
+        "eta": eta,
+        "eta_closed_form": float(exact["omega"].sel(variant="r-log")),
+        "cumulative_r_log": found["cumulative_loss"].sel(variant="r-log").values.tolist(),
+        "cumulative_r_log_closed_form":
+            exact["cumulative_loss"].sel(variant="r-log").values.tolist(),
+        "risk": risks,
+        "risk_ratio": risks["eta_1"] / risks["safebayes"],
+    }
 
 
 def excess_risk(beta: np.ndarray, config: dict) -> float:

@@ -25,8 +25,10 @@ contract (``docs/your-own-model.md``, "LCVI"); the workflow writes them into
   empirical 0.8-quantiles of the program's own predictive draws
   (``lognormal_rng``), the largest relative difference over points and seeds.
 
-Every seed is a piece (``OUT/runs/*.json``), so a stopped run resumes; two run
-at a time. ``--quick`` runs two seeds with short ADVI runs in about a minute.
+The conjugate regression and every seed are cells of an experiment
+(:mod:`stanflow.experiment`), each kept in ``OUT/runs/*.json``, so a stopped
+run resumes; two run at a time. ``--quick`` runs two seeds with short ADVI
+runs in about a minute.
 Writes ``own_model_lcvi.png`` (risks per seed; the conjugate decisions against
 the brute force) and ``summary.json``.
 """
@@ -34,7 +36,6 @@ the brute force) and ``summary.json``.
 from __future__ import annotations
 
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +48,9 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.stats import norm
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.lcvi import LcviProgram, nuts_baseline, run_lcvi
-from stanflow.workflows import Pieces, main, run_parallel, save_figure, write_text
+from stanflow.workflows import main, save_figure, write_text
 
 DESCRIPTION = (
     "Your own model as an LCVI program: a conjugate regression against its brute-force "
@@ -117,44 +119,82 @@ generated quantities {
 PROGRAMS = {"conjugate": CONJUGATE, "lognormal": LOGNORMAL}
 
 
-def settings(quick: bool) -> dict[str, Any]:
-    """The full run's sizes, or the quick run's."""
-    return {
+SETTINGS = {
+    "quick": {
         "conjugate": {"n": 8, "K": 2, "sigma": 1.0, "prior_sd": 10.0, "tau": 0.2, "M": 0.5,
-                      "iter": 4000 if quick else 10000, "branch_iter": 1000 if quick else 2000,
-                      "decision_every": 500, "eta": 0.1, "grad_samples": 50, "n_draws": 4000,
-                      "tol": 0.1 if quick else 0.01},
+                      "iter": 4000, "branch_iter": 1000, "decision_every": 500, "eta": 0.1,
+                      "grad_samples": 50, "n_draws": 4000, "tol": 0.1},
         "lognormal": {"n": 100, "M": 50, "K": 2, "alpha": 0.5, "beta": [0.8, -0.4],
-                      "sigma": 0.6, "tau": 0.8, "seeds": 2 if quick else 10,
-                      "iter": 2000 if quick else 10000, "nuts_draws": 500 if quick else 1000,
+                      "sigma": 0.6, "tau": 0.8, "seeds": 2, "iter": 2000, "nuts_draws": 500,
                       "tol": 0.05},
-    }
+    },
+    "full": {
+        "conjugate": {"n": 8, "K": 2, "sigma": 1.0, "prior_sd": 10.0, "tau": 0.2, "M": 0.5,
+                      "iter": 10000, "branch_iter": 2000, "decision_every": 500, "eta": 0.1,
+                      "grad_samples": 50, "n_draws": 4000, "tol": 0.01},
+        "lognormal": {"n": 100, "M": 50, "K": 2, "alpha": 0.5, "beta": [0.8, -0.4],
+                      "sigma": 0.6, "tau": 0.8, "seeds": 10, "iter": 10000, "nuts_draws": 1000,
+                      "tol": 0.05},
+    },
+}
+
+
+def program_files(folder: Path) -> dict[str, Path]:
+    """Where the example programs go in ``folder``: ``<name>.stan``."""
+    return {name: folder / f"{name}.stan" for name in PROGRAMS}
 
 
 def write_programs(folder: Path) -> dict[str, Path]:
     """The example programs as Stan files in ``folder`` (``OUT/stan``)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return {name: write_text(folder / f"{name}.stan", code) for name, code in PROGRAMS.items()}
+    return {name: write_text(path, PROGRAMS[name]) for name, path in program_files(folder).items()}
+
+
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """The conjugate regression, then one cell per seed of the log-normal regression."""
+    lognormal = {k: v for k, v in settings["lognormal"].items() if k != "seeds"}
+    return [Cell("conjugate", {"example": "conjugate", **settings["conjugate"]})] + [
+        Cell(f"lognormal-seed-{r}", {"example": "lognormal", **lognormal, "r": r})
+        for r in range(1, settings["lognormal"]["seeds"] + 1)
+    ]
+
+
+def compute(run: CellRun) -> dict:
+    """One cell, from its example's program in ``OUT/stan``."""
+    example = run.params["example"]
+    path = program_files(run.out / "stan")[example]
+    if example == "conjugate":
+        return conjugate_record(path, run.params)
+    return lognormal_record(path, run.params, run.params["r"])
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """The conjugate checks, the log-normal risks and where the programs are."""
+    return {
+        "conjugate": {k: v for k, v in records["conjugate"].items() if k != "config"},
+        "lognormal": summarise_lognormal(lognormal_records(records)),
+        "programs": {name: str(path) for name, path in program_files(Path("stan")).items()},
+    }
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``own_model_lcvi.png``."""
+    figure(summary, lognormal_records(records), out / "own_model_lcvi.png")
+
+
+def lognormal_records(records: Records) -> list[dict]:
+    """The log-normal regression's records, by seed."""
+    return [record for name, record in records.items() if name != "conjugate"]
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=2)
 
 
 def run(out: Path, quick: bool) -> dict:
-    """Every piece (resumed from ``out/runs``), the figure and the summary."""
-    config = settings(quick)
-    programs = write_programs(out / "stan")
-    pieces = Pieces(out / "runs")
-    tasks = [partial(conjugate_piece, programs["conjugate"], config["conjugate"], pieces)]
-    tasks += [partial(lognormal_piece, programs["lognormal"], config["lognormal"], seed, pieces)
-              for seed in range(1, config["lognormal"]["seeds"] + 1)]
-    conjugate, *lognormal = run_parallel(tasks, pieces, jobs=2)
-    summary = {
-        "conjugate": {k: v for k, v in conjugate.items() if k != "config"},
-        "lognormal": summarise_lognormal(lognormal),
-        "settings": config,
-        "programs": {name: str(path.relative_to(out)) for name, path in programs.items()},
-        "seed": SEED,
-    }
-    figure(summary, lognormal, out / "own_model_lcvi.png")
-    return summary
+    """The programs into ``out/stan``, every cell (resumed from ``out/runs``), figure and summary."""
+    write_programs(out / "stan")
+    return EXPERIMENT.run(out, quick)
 
 
 # -- the conjugate regression ------------------------------------------------------
@@ -172,34 +212,32 @@ def conjugate_data(config: dict) -> dict:
             "prior_sd": config["prior_sd"]}
 
 
-def conjugate_piece(path: Path, config: dict, pieces: Pieces) -> dict:
-    def compute() -> dict:
-        data = conjugate_data(config)
-        program = LcviProgram(path, data, y=data["y"], name="conjugate")
-        loop = run_lcvi(program, "check", tau=config["tau"], scale=config["M"],
-                        tol=config["tol"], max_iter=2 * config["iter"], seed=SEED,
-                        branch_iter=config["branch_iter"], n_draws=config["n_draws"],
-                        decision_every=config["decision_every"],
-                        advi_args={"iter": config["iter"], "eta": config["eta"],
-                                   "grad_samples": config["grad_samples"]})
-        m_star, s_star, h_star = calibrated_optimum(data, config, loop.eps_y)
-        precision = 1 / config["prior_sd"] ** 2 + data["N"] / config["sigma"] ** 2
-        m_post = data["X"].T @ data["y"] / config["sigma"] ** 2 / precision
-        vi, last = loop.steps[0], loop.steps[-1]
-        return {
-            "decision_max_abs_error": float(np.max(np.abs(last.decisions - h_star))),
-            "mean_max_abs_error": float(np.max(np.abs(last.state.mu - m_star))),
-            "sd_max_rel_error": float(np.max(np.abs(np.exp(last.state.scale) / s_star - 1))),
-            "plain_vi_mean_max_abs_error": float(np.max(np.abs(vi.state.mu - m_post))),
-            "plain_vi_sd_max_rel_error": float(
-                np.max(np.abs(np.exp(vi.state.scale) * np.sqrt(precision) - 1))),
-            "sd_shrinkage": float(np.mean(s_star) * np.sqrt(precision)),
-            "settled": bool(loop.settled),
-            "decisions": last.decisions.tolist(),
-            "decisions_brute_force": h_star.tolist(),
-        }
-
-    return pieces.get("conjugate", config, compute)
+def conjugate_record(path: Path, config: dict) -> dict:
+    """LCVI on the conjugate regression against its brute-force calibrated optimum."""
+    data = conjugate_data(config)
+    program = LcviProgram(path, data, y=data["y"], name="conjugate")
+    loop = run_lcvi(program, "check", tau=config["tau"], scale=config["M"],
+                    tol=config["tol"], max_iter=2 * config["iter"], seed=SEED,
+                    branch_iter=config["branch_iter"], n_draws=config["n_draws"],
+                    decision_every=config["decision_every"],
+                    advi_args={"iter": config["iter"], "eta": config["eta"],
+                               "grad_samples": config["grad_samples"]})
+    m_star, s_star, h_star = calibrated_optimum(data, config, loop.eps_y)
+    precision = 1 / config["prior_sd"] ** 2 + data["N"] / config["sigma"] ** 2
+    m_post = data["X"].T @ data["y"] / config["sigma"] ** 2 / precision
+    vi, last = loop.steps[0], loop.steps[-1]
+    return {
+        "decision_max_abs_error": float(np.max(np.abs(last.decisions - h_star))),
+        "mean_max_abs_error": float(np.max(np.abs(last.state.mu - m_star))),
+        "sd_max_rel_error": float(np.max(np.abs(np.exp(last.state.scale) / s_star - 1))),
+        "plain_vi_mean_max_abs_error": float(np.max(np.abs(vi.state.mu - m_post))),
+        "plain_vi_sd_max_rel_error": float(
+            np.max(np.abs(np.exp(vi.state.scale) * np.sqrt(precision) - 1))),
+        "sd_shrinkage": float(np.mean(s_star) * np.sqrt(precision)),
+        "settled": bool(loop.settled),
+        "decisions": last.decisions.tolist(),
+        "decisions_brute_force": h_star.tolist(),
+    }
 
 
 def calibrated_optimum(data: dict, config: dict, eps_y: np.ndarray):
@@ -248,34 +286,32 @@ def lognormal_data(config: dict, seed: int) -> tuple[dict, np.ndarray]:
     return {"N": n, "K": K, "X": X, "y": draw(X), "M": M, "X_new": X_new}, draw(X_new)
 
 
-def lognormal_piece(path: Path, config: dict, seed: int, pieces: Pieces) -> dict:
-    def compute() -> dict:
-        data, y_new = lognormal_data(config, seed)
-        program = LcviProgram(path, data, y=y_new, name="lognormal")
-        hmc = nuts_baseline(program, "check", tau=config["tau"], draws=config["nuts_draws"],
-                            seed=seed)
-        y_rep, tau = hmc.fit.stan_variable("y_rep"), config["tau"]
-        quantiles = np.quantile(y_rep, tau, axis=0)
-        # Monte Carlo error of an empirical quantile: sqrt(tau (1 - tau) / n) / density,
-        # the density from the quantiles 0.02 either side
-        spread = np.quantile(y_rep, tau + 0.02, axis=0) - np.quantile(y_rep, tau - 0.02, axis=0)
-        quantile_se = np.sqrt(tau * (1 - tau) / y_rep.shape[0]) * spread / 0.04
-        loop = run_lcvi(program, "check", tau=config["tau"], seed=seed, tol=config["tol"],
-                        max_iter=2 * config["iter"], advi_args={"iter": config["iter"]})
-        return {
-            "seed": seed,
-            "risk_vi": loop.baseline.risk,
-            "risk_lcvi": loop.steps[-1].risk,
-            "risk_nuts": hmc.risk,
-            "bayes_decision_max_rel_error": float(np.max(np.abs(hmc.decisions / quantiles - 1))),
-            "bayes_decision_max_z": float(np.max(np.abs(hmc.decisions - quantiles) / quantile_se)),
-            "settled": bool(loop.settled),
-            "advi_iterations": int(loop.steps[-1].state.iteration),
-            "seconds_lcvi": float(sum(s.seconds for s in loop.steps[1:])),
-            "seconds_vi": float(loop.steps[0].seconds),
-        }
-
-    return pieces.get(f"lognormal-seed-{seed}", config, compute)
+def lognormal_record(path: Path, config: dict, seed: int) -> dict:
+    """One seed's data set: NUTS, plain VI and LCVI, their held-out risks, the Bayes decisions."""
+    data, y_new = lognormal_data(config, seed)
+    program = LcviProgram(path, data, y=y_new, name="lognormal")
+    hmc = nuts_baseline(program, "check", tau=config["tau"], draws=config["nuts_draws"],
+                        seed=seed)
+    y_rep, tau = hmc.fit.stan_variable("y_rep"), config["tau"]
+    quantiles = np.quantile(y_rep, tau, axis=0)
+    # Monte Carlo error of an empirical quantile: sqrt(tau (1 - tau) / n) / density,
+    # the density from the quantiles 0.02 either side
+    spread = np.quantile(y_rep, tau + 0.02, axis=0) - np.quantile(y_rep, tau - 0.02, axis=0)
+    quantile_se = np.sqrt(tau * (1 - tau) / y_rep.shape[0]) * spread / 0.04
+    loop = run_lcvi(program, "check", tau=config["tau"], seed=seed, tol=config["tol"],
+                    max_iter=2 * config["iter"], advi_args={"iter": config["iter"]})
+    return {
+        "seed": seed,
+        "risk_vi": loop.baseline.risk,
+        "risk_lcvi": loop.steps[-1].risk,
+        "risk_nuts": hmc.risk,
+        "bayes_decision_max_rel_error": float(np.max(np.abs(hmc.decisions / quantiles - 1))),
+        "bayes_decision_max_z": float(np.max(np.abs(hmc.decisions - quantiles) / quantile_se)),
+        "settled": bool(loop.settled),
+        "advi_iterations": int(loop.steps[-1].state.iteration),
+        "seconds_lcvi": float(sum(s.seconds for s in loop.steps[1:])),
+        "seconds_vi": float(loop.steps[0].seconds),
+    }
 
 
 def summarise_lognormal(records: list[dict]) -> dict:

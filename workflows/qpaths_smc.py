@@ -28,10 +28,9 @@ fitted to each run's final particles; the runs' estimates, with their
 standard errors, are its own error. Pima is also checked against importance
 sampling from a Laplace-fitted Student-t.
 
-Every finished piece (reference, pilot cell, table cell) is written at once to
-``qpaths_smc_runs.json`` (atomically, with the per-run estimates); a rerun into
-the same folder with the same settings takes the finished pieces from it and
-computes only the rest.
+Every finished cell (reference, heuristics, pilot q, table entry) is kept in
+``runs/`` with its per-run estimates (:mod:`stanflow.experiment`); a rerun into
+the same folder takes the finished cells from it and computes only the rest.
 
 ``summary.json``: ``errors`` as ``dataset -> schedule -> M -> {geometric,
 heuristic, joint, best_grid} -> {q, median, mad, min, max, median_signed,
@@ -44,7 +43,9 @@ from __future__ import annotations
 
 import sys
 import time
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -53,6 +54,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.choose_q import heuristic_q, q_grid
 from stanflow.qpaths.choose_q_joint import joint_heuristic
@@ -60,7 +62,7 @@ from stanflow.qpaths.independence import gaussian_independence_moves
 from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.logistic import DATASETS, LogisticTarget, load_uci
 from stanflow.qpaths.reference import reference_log_z
-from stanflow.workflows import Checkpoint, main, save_figure
+from stanflow.workflows import main, save_figure
 
 DESCRIPTION = (
     "q-path SMC on Bayesian logistic regression (Pima, Sonar), 10^4 particles: error "
@@ -76,9 +78,8 @@ REFERENCE_ERRORS = {  # paper, fixed schedule, M = 1: geometric vs best q
     "pima": {"geometric": 79.0, "best_q": 10.8},
     "sonar": {"geometric": 228.7, "best_q": 93.3},
 }
-RUNS_FILE = "qpaths_smc_runs.json"
 SETTINGS = {
-    False: {
+    "full": {
         "n_particles": 10_000,
         "n_runs": 5,
         "moves": [1, 3, 5],
@@ -95,7 +96,7 @@ SETTINGS = {
         "heuristic_repeats": 5,
         "laplace_draws": 200_000,
     },
-    True: {
+    "quick": {
         "n_particles": 100,
         "n_runs": 3,
         "moves": [1],
@@ -205,130 +206,132 @@ def laplace_check(target: LogisticTarget, draws: int, index: int) -> dict:
     return dict(zip(("log_z", "se"), target.importance_log_z(rng, draws), strict=True))
 
 
-def table_row(
-    checkpoint: Checkpoint,
-    key: str,
-    target: LogisticTarget,
-    schedule: np.ndarray | None,
-    qs: dict[str, float],
-    seed_key: tuple[int, ...],
-    options: dict,
-    log_z: float,
-) -> dict:
-    """One row of the table: every path's runs (from ``checkpoint``) and their errors."""
-    row = {}
-    for path, q in qs.items():
-        runs = checkpoint.get(
-            f"{key}/q={q!r}",
-            smc_runs,
-            target,
-            q,
-            schedule,
-            cell_seed(*seed_key, q_key(q)),
-            **options,
-        )
-        row[path] = (
-            {"q": q}
-            | errors(runs["log_z"], log_z)
-            | {
-                "temperatures": float(np.median(runs["temperatures"])),
-                "seconds_per_run": runs["seconds_per_run"],
-            }
-        )
-    return row
+@cache
+def uci_target(name: str, kernel_dtype: str) -> LogisticTarget:
+    """The logistic target of data set ``name`` (loaded once)."""
+    return load_uci(name, kernel_dtype=kernel_dtype)
+
+
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """Per data set: reference, heuristics, the pilot grid and the table's entries."""
+    grid = q_grid(settings["pilot"]["grid_size"])
+    pilot = {k: v for k, v in settings["pilot"].items() if k != "grid_size"}
+    full = {"n_particles": settings["n_particles"], "n_runs": settings["n_runs"]}
+    declared = []
+    for index, name in enumerate(DATASETS):
+        uci_target(name, settings["kernel_dtype"])  # a missing data file fails before any work
+        data = {"dataset": name, "index": index, "kernel_dtype": settings["kernel_dtype"]}
+        declared.append(Cell(f"{name}/truth", data | {"truth": settings["truth"]}))
+        if name == "pima":
+            declared.append(Cell(f"{name}/importance", data | {"draws": settings["laplace_draws"]}))
+        declared.append(Cell(f"{name}/heuristics", data | {
+            key: settings[key] for key in ("heuristic_draws", "heuristic_repeats")}))
+        for s_index, schedule in enumerate(SCHEDULES):
+            runs = data | {"schedule": schedule, "s_index": s_index}
+            pilots = [Cell(f"{name}/pilot/{schedule}/q-{i:02d}",
+                           runs | {"path": "grid", "q": float(q), "options": pilot})
+                      for i, q in enumerate(grid)]
+            declared += pilots
+            needs = {"geometric": (), "heuristic": (f"{name}/heuristics",),
+                     "joint": (f"{name}/heuristics",),
+                     "best_grid": (f"{name}/truth", *(c.name for c in pilots))}
+            declared += [Cell(f"{name}/{schedule}/M={moves}/{path}",
+                              runs | {"path": path, "options": full | {"n_moves": moves}},
+                              needs=needs[path])
+                         for moves in settings["moves"] for path in PATHS]
+    return declared
+
+
+def compute(run: CellRun) -> dict:
+    """One cell: a reference, the heuristics, or one q's SMC runs."""
+    params = run.params
+    target = uci_target(params["dataset"], params["kernel_dtype"])
+    index, last = params["index"], run.cell.name.rsplit("/", 1)[-1]
+    if last == "truth":
+        return truth(target, params["truth"], index)
+    if last == "importance":
+        return laplace_check(target, params["draws"], index)
+    if last == "heuristics":
+        return heuristics(target, params, index)
+    schedule = np.linspace(0, 1, N_TEMPERATURES) if params["schedule"] == "fixed" else None
+    if params["path"] == "grid":
+        q, key = params["q"], (1, index, params["s_index"])
+    else:
+        q = path_q(params["path"], run.needed)
+        key = (4, index, params["s_index"], params["options"]["n_moves"])
+    runs = smc_runs(target, q, schedule, cell_seed(*key, q_key(q)), **params["options"])
+    return {"q": q} | runs
+
+
+def path_q(path: str, needed: Records) -> float:
+    """The q of a table entry's ``path``, from the cells it needs."""
+    if path == "geometric":
+        return 1.0
+    by_kind = {name.rsplit("/", 1)[-1]: record for name, record in needed.items()}
+    if path == "heuristic":
+        return float(by_kind["heuristics"]["heuristic_q"])
+    if path == "joint":
+        return float(by_kind["heuristics"]["joint"]["q"])
+    pilots = [record for name, record in needed.items() if "/pilot/" in name]
+    medians = [errors(r["log_z"], by_kind["truth"]["log_z"])["median"] for r in pilots]
+    return float(pilots[int(np.argmin(medians))]["q"])
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict:
+    """Errors per data set, schedule, M and path; the references, heuristics and pilot errors."""
+    summary: dict = {
+        "errors": {}, "ratios": {}, "log_z_truth": {}, "truth": {},
+        "importance_sampling": {}, "heuristics": {}, "pilot_median_errors": {},
+        "q_grid": q_grid(settings["pilot"]["grid_size"]).tolist(),
+        "reference_log_z": REFERENCE_LOG_Z,
+        "reference_errors_fixed_m1": REFERENCE_ERRORS,
+    }
+    for name in DATASETS:
+        reference = _fields(records[f"{name}/truth"])
+        log_z = reference["log_z"]
+        summary["log_z_truth"][name] = log_z
+        summary["truth"][name] = reference | {"minus_paper": log_z - REFERENCE_LOG_Z[name]}
+        if name == "pima":
+            check = _fields(records[f"{name}/importance"])
+            summary["importance_sampling"][name] = check | {"minus_truth": check["log_z"] - log_z}
+        summary["heuristics"][name] = _fields(records[f"{name}/heuristics"])
+        for schedule in SCHEDULES:
+            pilots = [r for key, r in records.items() if key.startswith(f"{name}/pilot/{schedule}/")]
+            summary["pilot_median_errors"].setdefault(name, {})[schedule] = [
+                errors(r["log_z"], log_z)["median"] for r in pilots]
+            for moves in settings["moves"]:
+                row = {path: entry(records[f"{name}/{schedule}/M={moves}/{path}"], log_z)
+                       for path in PATHS}
+                summary["errors"].setdefault(name, {}).setdefault(schedule, {})[str(moves)] = row
+                summary["ratios"].setdefault(name, {}).setdefault(schedule, {})[str(moves)] = {
+                    path: row["geometric"]["median"] / row[path]["median"] for path in PATHS[1:]}
+    return summary
+
+
+def entry(record: dict, log_z: float) -> dict:
+    """One path's table entry: its q, errors, median temperatures and seconds per run."""
+    return ({"q": record["q"]} | errors(record["log_z"], log_z) | {
+        "temperatures": float(np.median(record["temperatures"])),
+        "seconds_per_run": record["seconds_per_run"]})
+
+
+def _fields(record: dict) -> dict:
+    """A cell's record without the configuration it was computed with."""
+    return {k: v for k, v in record.items() if k != "config"}
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``qpaths_smc.png``."""
+    _plot(summary, np.array(summary["q_grid"]), out / "qpaths_smc.png")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
 
 
 def run(out: Path, quick: bool) -> dict:
     """Reference log Z, heuristics, pilot grid, the table at full size, figure, summary."""
-    settings = SETTINGS[quick]
-    targets = {
-        name: load_uci(name, kernel_dtype=settings["kernel_dtype"]) for name in DATASETS
-    }  # fails before any work
-    checkpoint = Checkpoint(out / RUNS_FILE, settings)
-    grid = q_grid(settings["pilot"]["grid_size"])
-    schedules = {"fixed": np.linspace(0, 1, N_TEMPERATURES), "adaptive": None}
-    full = {"n_particles": settings["n_particles"], "n_runs": settings["n_runs"]}
-    pilot = {k: v for k, v in settings["pilot"].items() if k != "grid_size"}
-    summary: dict = {
-        "errors": {},
-        "ratios": {},
-        "log_z_truth": {},
-        "truth": {},
-        "importance_sampling": {},
-        "heuristics": {},
-        "pilot_median_errors": {},
-        "q_grid": grid.tolist(),
-        "settings": settings,
-        "reference_log_z": REFERENCE_LOG_Z,
-        "reference_errors_fixed_m1": REFERENCE_ERRORS,
-        "seed": SEED,
-    }
-    for index, (name, target) in enumerate(targets.items()):
-        reference = checkpoint.get(
-            f"{name}/truth", truth, target, settings["truth"], index
-        )
-        log_z = reference["log_z"]
-        summary["log_z_truth"][name] = log_z
-        summary["truth"][name] = reference | {
-            "minus_paper": log_z - REFERENCE_LOG_Z[name]
-        }
-        if name == "pima":
-            check = checkpoint.get(
-                f"{name}/importance",
-                laplace_check,
-                target,
-                settings["laplace_draws"],
-                index,
-            )
-            summary["importance_sampling"][name] = check | {
-                "minus_truth": check["log_z"] - log_z
-            }
-        chosen = checkpoint.get(
-            f"{name}/heuristics", heuristics, target, settings, index
-        )
-        summary["heuristics"][name] = chosen
-        for s_index, (schedule_name, schedule) in enumerate(schedules.items()):
-            pilot_row = table_row(
-                checkpoint,
-                f"{name}/pilot/{schedule_name}",
-                target,
-                schedule,
-                {str(i): q for i, q in enumerate(grid)},
-                (1, index, s_index),
-                pilot,
-                log_z,
-            )
-            medians = [cell["median"] for cell in pilot_row.values()]
-            summary["pilot_median_errors"].setdefault(name, {})[schedule_name] = medians
-            qs = {
-                "geometric": 1.0,
-                "heuristic": chosen["heuristic_q"],
-                "joint": chosen["joint"]["q"],
-                "best_grid": float(grid[int(np.argmin(medians))]),
-            }
-            for moves in settings["moves"]:
-                row = table_row(
-                    checkpoint,
-                    f"{name}/{schedule_name}/M={moves}",
-                    target,
-                    schedule,
-                    qs,
-                    (4, index, s_index, moves),
-                    full | {"n_moves": moves},
-                    log_z,
-                )
-                summary["errors"].setdefault(name, {}).setdefault(schedule_name, {})[
-                    str(moves)
-                ] = row
-                summary["ratios"].setdefault(name, {}).setdefault(schedule_name, {})[
-                    str(moves)
-                ] = {
-                    path: row["geometric"]["median"] / row[path]["median"]
-                    for path in PATHS[1:]
-                }
-    summary["compute_seconds"] = checkpoint.seconds()
-    _plot(summary, grid, out / "qpaths_smc.png")
-    return summary
+    return EXPERIMENT.run(out, quick)
 
 
 def _plot(summary: dict, grid: np.ndarray, path: Path) -> None:

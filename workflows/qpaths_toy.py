@@ -28,18 +28,23 @@ estimated by thermodynamic integration, AIS and adaptive SMC
 the TI schedule (quick: 41 betas, 2 moves) or, in the full run, on it refined
 twice (401 betas, 5 moves): AIS has no resampling, and on the coarse quick
 schedule its estimate is biased low (``AIS_NOTE``, ``final_ess_fraction``).
+Every estimate (problem, method, q) is a cell (:mod:`stanflow.experiment`),
+kept with its run's diagnostics in ``runs/<problem>/<method>/q=<q>.json``; a
+rerun into the same folder reads them back.
 ``summary.json``: ``log_z`` as ``problem -> method -> q -> {estimate, se,
-error, seconds}``, ``log_z_truth`` and ``moment_averaging``; ``qpaths_toy.nc``
-holds the SMC diagnostics (``smc`` group) of each run as groups
-``<problem>_<method>_<q>``.
+error, seconds}`` (``seconds``: the cell's wall time), ``log_z_truth``,
+``moment_averaging`` and the runner's ``settings``, ``seed`` and
+``compute_seconds``; ``qpaths_toy.nc`` holds the SMC diagnostics (``smc``
+group) of each run as groups ``<problem>_<method>_<q>``.
 """
 
 from __future__ import annotations
 
 import itertools
 import sys
-import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -47,9 +52,12 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 import numpy as np
+import xarray as xr
 from scipy import stats
 
 from stanflow import arviz_compat
+from stanflow.arviz_compat import Results
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save
 from stanflow.qpaths import gaussian_moment_average, log_qpath
 from stanflow.qpaths.annealing import ais, smc
@@ -111,58 +119,101 @@ AIS_NOTE = (
 )
 
 
-def estimates(quick: bool) -> tuple[dict, dict]:
-    """Run TI, AIS and SMC for every problem and q; summary table and diagnostics."""
-    n = 300 if quick else 2000
-    steps = 41 if quick else 201
+SETTINGS = {
     # AIS needs a finer schedule and more moves than TI (see AIS_NOTE).
-    ais_refine, ais_moves = (1, 2) if quick else (2, 5)
-    methods = {
-        "ti": lambda f, q, seed, schedule: thermodynamic_integration(
-            *f,
-            schedule,
-            q=q,
-            chains=n // 4,
-            warmup=10,
-            draws=20 if quick else 100,
-            seed=seed,
-        ),
-        "ais": lambda f, q, seed, schedule: ais(
-            *f,
-            _refine(schedule, ais_refine),
-            q=q,
-            n_particles=n,
-            n_moves=ais_moves,
-            moves=rwm_moves,
-            n_runs=4,
-            seed=seed,
-        ),
-        "smc": lambda f, q, seed, schedule: smc(  # adaptive: ignores schedule
-            *f, q=q, n_particles=n, n_moves=5, moves=rwm_moves, n_runs=4, seed=seed
+    "quick": {"particles": 300, "betas": 41, "ti_draws": 20, "ais_refine": 1, "ais_moves": 2},
+    "full": {"particles": 2000, "betas": 201, "ti_draws": 100, "ais_refine": 2, "ais_moves": 5},
+}
+METHODS = {"ti": ("betas", "ti_draws"), "ais": ("betas", "ais_refine", "ais_moves"), "smc": ()}
+"""The estimators and the settings each depends on (besides ``particles``)."""
+
+
+def cell_name(problem: str, method: str, q: float) -> str:
+    """The cell of one estimate: ``"<problem>/<method>/q=<q>"``."""
+    return f"{problem}/{method}/q={q:g}"
+
+
+def cells(settings: Mapping[str, Any]) -> list[Cell]:
+    """One cell per problem, method and q."""
+    return [
+        Cell(cell_name(problem, method, q),
+             {"problem": problem, "method": method, "q": q, "particles": settings["particles"]}
+             | {key: settings[key] for key in keys})
+        for problem in PROBLEMS for method, keys in METHODS.items() for q in PATH_Q
+    ]
+
+
+def estimator(params: Mapping[str, Any], seed: int) -> Results:
+    """The run of the cell's method (TI, AIS on the refined schedule, or adaptive SMC)."""
+    functions, q, n = PROBLEMS[params["problem"]]["functions"], params["q"], params["particles"]
+    if params["method"] == "smc":  # adaptive: no schedule
+        return smc(*functions, q=q, n_particles=n, n_moves=5, moves=rwm_moves, n_runs=4, seed=seed)
+    schedule = np.linspace(0, 1, params["betas"]) ** SCHEDULE_POWER[params["problem"]]
+    if params["method"] == "ti":
+        return thermodynamic_integration(*functions, schedule, q=q, chains=n // 4, warmup=10,
+                                         draws=params["ti_draws"], seed=seed)
+    return ais(*functions, _refine(schedule, params["ais_refine"]), q=q, n_particles=n,
+               n_moves=params["ais_moves"], moves=rwm_moves, n_runs=4, seed=seed)
+
+
+def compute(run: CellRun) -> dict:
+    """One estimate of log Z, its error against the truth and the run's diagnostics."""
+    group = arviz_compat.group(estimator(run.params, run.seed), "smc")
+    estimate = group.attrs["log_z"]
+    record = {
+        "estimate": estimate,
+        "se": group.attrs["log_z_se"],
+        "error": estimate - PROBLEMS[run.params["problem"]]["log_z"],
+        "diagnostics": group.to_dict(data="list"),
+    }
+    if run.params["method"] == "ais":
+        record["final_ess_fraction"] = float(np.mean(group.ess.values[:, -1]) / run.params["particles"])
+    return record
+
+
+def summarise(settings: Mapping[str, Any], records: Records) -> dict:
+    """The log Z table, the truths and the moment-averaging comparison."""
+    table: dict = {}
+    for problem, method, q in itertools.product(PROBLEMS, METHODS, PATH_Q):
+        record = records[cell_name(problem, method, q)]
+        table.setdefault(problem, {}).setdefault(method, {})[f"{q:g}"] = {
+            key: record[key] for key in ("estimate", "se", "error", "seconds", "final_ess_fraction")
+            if key in record
+        }
+    return {
+        "log_z_truth": {name: spec["log_z"] for name, spec in PROBLEMS.items()},
+        "log_z": table,
+        "q_values": list(PATH_Q),
+        "moment_averaging": moment_averaging_summary(MA_GRID, intermediate_densities(MA_GRID)),
+        "ais_note": AIS_NOTE,
+        "error_estimates": (
+            "SMC/AIS: delta-method standard error of the pooled Z over 4 independent "
+            "runs; TI: Monte Carlo error and |T_K - T_K/2| in quadrature"
         ),
     }
-    table, groups = {}, {}
-    for problem, spec in PROBLEMS.items():
-        schedule = np.linspace(0, 1, steps) ** SCHEDULE_POWER[problem]
-        for method, runner in methods.items():
-            for q in PATH_Q:
-                start = time.perf_counter()
-                group = arviz_compat.group(runner(spec["functions"], q, SEED, schedule), "smc")
-                seconds = time.perf_counter() - start
-                estimate = group.attrs["log_z"]
-                cell = {
-                    "estimate": estimate,
-                    "se": group.attrs["log_z_se"],
-                    "error": estimate - spec["log_z"],
-                    "seconds": seconds,
-                }
-                if method == "ais":
-                    cell["final_ess_fraction"] = float(
-                        np.mean(group.ess.values[:, -1]) / n
-                    )
-                table.setdefault(problem, {}).setdefault(method, {})[f"{q:g}"] = cell
-                groups[f"{problem}_{method}_{q:g}"] = group
-    return table, groups
+
+
+def figures(out: Path, summary: Mapping[str, Any], records: Records) -> None:
+    """``qpaths_toy.png``, ``qpaths_toy_moment_averaging.png`` and the diagnostics, ``qpaths_toy.nc``."""
+    figure = plt.figure(figsize=(17, 4.8))
+    _plot(figure)
+    save_figure(figure, out / "qpaths_toy.png")
+    figure = plt.figure(figsize=(20, 3.8))
+    _plot_moment_averaging(figure, MA_GRID, intermediate_densities(MA_GRID))
+    save_figure(figure, out / "qpaths_toy_moment_averaging.png")
+    groups = {f"{problem}_{method}_{q:g}":
+              xr.Dataset.from_dict(records[cell_name(problem, method, q)]["diagnostics"])
+              for problem, method, q in itertools.product(PROBLEMS, METHODS, PATH_Q)}
+    save(arviz_compat.build(groups), out / "qpaths_toy.nc")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Estimate log Z (resumed from ``out/runs``), plot the paths, save diagnostics, summarise."""
+    return EXPERIMENT.run(out, quick)
 
 
 def _refine(schedule: np.ndarray, factor: int) -> np.ndarray:
@@ -292,31 +343,6 @@ def _plot_moment_averaging(
         f"N({mean0:g}, {var0:g}) to N({mean1:g}, {var1:g}) (variances): "
         "intermediate densities per path"
     )
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Plot the paths, estimate log Z, save diagnostics and return the summary."""
-    figure = plt.figure(figsize=(17, 4.8))
-    _plot(figure)
-    save_figure(figure, out / "qpaths_toy.png")
-    paths = intermediate_densities(MA_GRID)
-    figure = plt.figure(figsize=(20, 3.8))
-    _plot_moment_averaging(figure, MA_GRID, paths)
-    save_figure(figure, out / "qpaths_toy_moment_averaging.png")
-    table, groups = estimates(quick)
-    save(arviz_compat.build(groups), out / "qpaths_toy.nc")
-    return {
-        "seed": SEED,
-        "log_z_truth": {name: spec["log_z"] for name, spec in PROBLEMS.items()},
-        "log_z": table,
-        "q_values": list(PATH_Q),
-        "moment_averaging": moment_averaging_summary(MA_GRID, paths),
-        "ais_note": AIS_NOTE,
-        "error_estimates": (
-            "SMC/AIS: delta-method standard error of the pooled Z over 4 independent "
-            "runs; TI: Monte Carlo error and |T_K - T_K/2| in quadrature"
-        ),
-    }
 
 
 if __name__ == "__main__":

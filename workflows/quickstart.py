@@ -39,7 +39,10 @@ and ``summary.json``: ``omega_star``, ``median``, ``sample_median``, per route
 ``log_z_se_at_omega_star``) and ``plugin`` (``H``, ``J``, ``bandwidth``,
 ``curvature``), and ``own_program.file``; ``gpc_difference_in_se`` (the two
 roots' difference over its standard error) and ``seconds`` (building each
-program, compiles included, and calibrating it). ``--quick``: 1000 particles
+program, compiles included, and calibrating it; the two routes run side by
+side, one core each). Each route's path is kept in ``path_<route>.nc``, and
+each route is a cell of the workflow runner (:mod:`stanflow.experiment`), so a
+rerun into the same folder reads them back. ``--quick``: 1000 particles
 instead of 4000.
 """
 
@@ -50,7 +53,6 @@ import math
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +65,10 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import LossProgram, calibrate_path, calibrate_plugin, location_program
 from stanflow.gibbs.path import plot_path, reweight
+from stanflow.idata import load, save
 from stanflow.workflows import main, save_figure, write_text
 
 DESCRIPTION = (
@@ -79,9 +83,11 @@ MEDIAN = 1.6783469900166608
 """The median of Gamma(2, 1): ``F(m) = 1 - exp(-m) (1 + m) = 1/2``."""
 OMEGA_STAR = 2 * MEDIAN * math.exp(-MEDIAN)
 """``H / J = 2 f(m)`` for the absolute loss, ``f(m) = m exp(-m)``: 0.6266."""
-B = 200
-MOVES = 3
-OMEGA_MAX = 3.0
+SETTINGS = {
+    "quick": {"B": 200, "particles": 1000, "moves": 3, "omega_max": 3.0},
+    "full": {"B": 200, "particles": 4000, "moves": 3, "omega_max": 3.0},
+}
+"""Bootstrap resamples, the path's particles and moves per step, its largest omega."""
 ROUTES = {"template": "the template (location_program)", "own_program": "your own Stan file"}
 
 PROGRAM = """\
@@ -107,12 +113,12 @@ def simulate() -> np.ndarray:
     return np.random.default_rng(SEED).gamma(2.0, 1.0, size=N)
 
 
-def write_program(folder: Path, y: np.ndarray) -> tuple[Path, dict[str, Any]]:
+def write_program(folder: Path, y: np.ndarray) -> None:
     """The user's program and its data, written into ``folder`` (``OUT/stan``)."""
     folder.mkdir(parents=True, exist_ok=True)
     data = {"N": len(y), "y": y.tolist()}
     write_text(folder / "median_data.json", json.dumps(data, indent=1) + "\n")
-    return write_text(folder / "median.stan", PROGRAM), data
+    write_text(folder / "median.stan", PROGRAM)
 
 
 def own_program(stan_file: Path, data: dict[str, Any]) -> LossProgram:
@@ -128,20 +134,21 @@ def timed(work: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, flo
     return work(*args, **kwargs), time.perf_counter() - start
 
 
-def build_programs(
-    y: np.ndarray, stan_file: Path, data: dict[str, Any]
-) -> dict[str, tuple[LossProgram, float]]:
-    """Both programs, compiled side by side (one core each): ``route -> (program, seconds)``."""
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        template = pool.submit(timed, location_program, y, loss="absolute", bounds=BOUNDS)
-        own = pool.submit(timed, own_program, stan_file, data)
-        return {"template": template.result(), "own_program": own.result()}
+def build_program(route: str, out: Path) -> LossProgram:
+    """The route's program: the template on the data, or the user's file in ``OUT/stan``."""
+    stan_file = out / "stan" / "median.stan"
+    data = json.loads((out / "stan" / "median_data.json").read_text())
+    if route == "template":
+        return location_program(np.asarray(data["y"]), loss="absolute", bounds=BOUNDS)
+    return own_program(stan_file, data)
 
 
-def calibrate(program: LossProgram, particles: int) -> tuple[Results, dict[str, Any]]:
+def calibrate(program: LossProgram, settings: dict[str, Any], seed: int
+              ) -> tuple[Results, dict[str, Any]]:
     """The path's calibration (GPC root, plug-in, Holmes-Walker, omega* marked) and its record."""
-    result = calibrate_path(program, B=B, seed=SEED, omega_max=OMEGA_MAX, n_particles=particles,
-                            n_moves=MOVES, marks={"omega_star": OMEGA_STAR})
+    result = calibrate_path(program, B=settings["B"], seed=seed, omega_max=settings["omega_max"],
+                            n_particles=settings["particles"], n_moves=settings["moves"],
+                            marks={"omega_star": OMEGA_STAR})
     c = arviz_compat.group(result, "calibration")
     estimate = c["estimate"].values
     plugin = arviz_compat.group(calibrate_plugin(program, estimate=estimate), "calibration")
@@ -188,30 +195,57 @@ def report(summary: dict[str, Any]) -> None:
               f"is [{low:.3f}, {high:.3f}]")
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Both routes: build, calibrate, draw and summarise."""
-    particles = 1000 if quick else 4000
+def cells(settings: dict[str, Any]) -> list[Cell]:
+    """One cell per route."""
+    return [Cell(route, {"route": route, **settings}) for route in ROUTES]
+
+
+def compute(run: CellRun) -> dict:
+    """Build the route's program, calibrate it, keep the path in ``path_<route>.nc``."""
+    route = run.params["route"]
+    program, build_seconds = timed(build_program, route, run.out)
+    (result, record), calibrate_seconds = timed(calibrate, program, run.settings, run.seed)
+    save(result, run.out / f"path_{route}.nc")
+    return record | {"seconds_program": build_seconds, "seconds_calibration": calibrate_seconds}
+
+
+def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
+    """Both routes, omega* and the roots' difference over its standard error."""
     y = simulate()
-    stan_file, data = write_program(out / "stan", y)
-    built = build_programs(y, stan_file, data)
-    results, summary, seconds = {}, {}, {}
-    for route, (program, build_seconds) in built.items():
-        (results[route], summary[route]), calibrate_seconds = timed(calibrate, program, particles)
-        seconds[route] = {"program": build_seconds, "calibration": calibrate_seconds}
-    figure(results, out)
+    summary: dict[str, Any] = {
+        route: {k: v for k, v in records[route].items()
+                if k not in ("config", "seconds", "seconds_program", "seconds_calibration")}
+        for route in ROUTES}
     template, own = summary["template"], summary["own_program"]
-    own["file"] = str(stan_file.relative_to(out))
+    own["file"] = "stan/median.stan"
     summary |= {
         "omega_star": OMEGA_STAR,
         "median": MEDIAN,
         "sample_median": float(np.median(y)),
         "gpc_difference_in_se": abs(template["omega"]["gpc"] - own["omega"]["gpc"])
         / math.hypot(template["omega_gpc_se"], own["omega_gpc_se"]),
-        "n": N, "B": B, "particles": particles, "moves": MOVES,
-        "seconds": seconds, "quick": quick, "seed": SEED,
+        "n": N,
+        "seconds": {route: {"program": records[route]["seconds_program"],
+                            "calibration": records[route]["seconds_calibration"]}
+                    for route in ROUTES},
     }
     report(summary)
     return summary
+
+
+def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
+    """``quickstart.png`` from both routes' paths."""
+    figure({route: load(out / f"path_{route}.nc") for route in ROUTES}, out)
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED, jobs=2)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Write the user's Stan file and data, then both routes: build, calibrate, summarise."""
+    write_program(out / "stan", simulate())
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

@@ -31,27 +31,34 @@ baseline variables, each column standardised (mean 0, sd 1), the response
   mode is the lasso at ``lam`` (``stanflow.wbb.bayes_lasso``), with ``s`` the
   least-squares residual sd (``n - p - 1`` degrees of freedom) and the
   intercept under a flat prior (with centred data it contributes the same
-  factor at every ``lam``); ``log p(y | lam)`` on ``ML_GRID`` log-spaced levels
-  from ``lam_max / 1000`` to ``lam_max`` by bridge sampling (Meng and Wong's
-  iterative estimator, normal proposal fitted to half of each chain's Gibbs
-  draws; ``CHAINS`` chains x ``ML_DRAWS`` draws after ``ML_WARMUP``,
-  ``--quick``: fewer), ``lam_ml`` its grid maximum. Then the WBB (both
-  variants) and the Bayesian lasso posterior at ``lam_ml`` and at the CV
-  ``lam``.
+  factor at every ``lam``); ``log p(y | lam)`` on 31 log-spaced levels
+  (``--quick``: 11) from ``lam_max / 1000`` to ``lam_max`` by bridge sampling
+  (Meng and Wong's iterative estimator, normal proposal fitted to half of each
+  chain's Gibbs draws; 4 chains x 2000 draws after 500, ``--quick``: 2 x 400
+  after 200), ``lam_ml`` its grid maximum. Then the WBB (both variants) and
+  the Bayesian lasso posterior (4 chains x 2000 Gibbs draws after 500,
+  ``--quick``: 2 x 400 after 500) at ``lam_ml`` and at the CV ``lam``.
 
-Writes ``wbb_diabetes_marginals.png`` (the ten marginal posteriors, three
-methods), ``wbb_diabetes_lambda.png`` (``log p(y | lam)`` and the CV error
-against ``lam``), ``wbb_fixed.nc``, ``wbb_random.nc``, ``bridge.nc`` and a
-summary with, per coefficient, the mean and shape of each method's marginal,
-the claims' counts, both penalties with the posteriors they give, the WBB
-draws per second and the bridge's effective samples per second.
+Four cells (:mod:`stanflow.experiment`), kept in ``runs/`` when done and read
+back by a rerun into the same folder: ``cv`` (the CV penalty), ``marginals``
+(the WBB draws and the bridge, written as ``wbb_fixed.nc``, ``wbb_random.nc``
+and ``bridge.nc``, their shapes and the figure's histograms),
+``marginal_likelihood`` and ``posteriors`` (at both penalties). Writes
+``wbb_diabetes_marginals.png`` (the ten marginal posteriors, three methods),
+``wbb_diabetes_lambda.png`` (``log p(y | lam)`` and the CV error against
+``lam``) and a summary with, per coefficient, the mean and shape of each
+method's marginal, the claims' counts, both penalties with the posteriors they
+give, the WBB draws per second, the bridge's effective samples per second and
+the runner's ``settings``, ``seed`` and ``compute_seconds``.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -62,6 +69,7 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save, to_inference_data
 from stanflow.models import compile_model, program_path
 from stanflow.wbb import (
@@ -85,10 +93,15 @@ FOLDS = 10
 GRID = 100
 EPS_SMALL = 0.01
 """Half-width of "near zero", in units of sd(y): 0.77 on the diabetes response."""
-ML_GRID = 31
-CHAINS = 4
-ML_DRAWS = 2000
-ML_WARMUP = 500
+METHODS = ("wbb_fixed", "wbb_random", "bridge")
+SETTINGS = {
+    "quick": {"n_draws": 200, "bridge": {"chains": 2, "iterations": 200},
+              "marginal_likelihood": {"levels": 11, "chains": 2, "draws": 400, "warmup": 200},
+              "posteriors": {"chains": 2, "draws": 400, "warmup": 500}},
+    "full": {"n_draws": 1000, "bridge": {"chains": 4, "iterations": 1000},
+             "marginal_likelihood": {"levels": 31, "chains": 4, "draws": 2000, "warmup": 500},
+             "posteriors": {"chains": 4, "draws": 2000, "warmup": 500}},
+}
 
 
 def diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -135,71 +148,84 @@ def cv_alpha(
     return float(grid[cv_error.argmin()]), grid, cv_error
 
 
-def bridge(X: np.ndarray, y: np.ndarray, quick: bool) -> tuple[Results, float]:
-    """Bridge posterior by NUTS and the sampling wall time (seconds, without compiling)."""
+def bridge(
+    X: np.ndarray, y: np.ndarray, chains: int, iterations: int, seed: int = SEED
+) -> tuple[Results, float]:
+    """Bridge posterior by NUTS (``iterations`` warm-up and draws per chain) and the sampling
+    wall time (seconds, without compiling)."""
     model = compile_model(program_path("wbb/bridge"))
     data = {
         "N": len(y), "K": X.shape[1], "X": X, "y": y, "bridge_alpha": 0.5, "nu_shape": 2.0,
         "nu_rate": 2.0, "sigma_scale": float(y.std()), "a_scale": float(y.std()),
     }
-    iterations = 200 if quick else 1000
     start = time.perf_counter()
-    fit = model.sample(data=data, chains=2 if quick else 4, iter_warmup=iterations,
-                       iter_sampling=iterations, seed=SEED, show_progress=False,
+    fit = model.sample(data=data, chains=chains, iter_warmup=iterations,
+                       iter_sampling=iterations, seed=seed, show_progress=False,
                        adapt_delta=0.95)
     seconds = time.perf_counter() - start
     return to_inference_data(fit), seconds
 
 
-def run(out: Path, quick: bool) -> dict:
-    """CV penalty, WBB draws of both variants, bridge by NUTS, shapes; the
-    marginal-likelihood penalty and the posteriors of both penalties; figures and summary."""
+def cells(settings: Mapping[str, Any]) -> list[Cell]:
+    """The CV penalty, the marginals at it, the marginal likelihood, the posteriors at both penalties."""
+    return [
+        Cell("cv", {"folds": FOLDS, "levels": GRID}),
+        Cell("marginals", {"n_draws": settings["n_draws"], "bridge": settings["bridge"],
+                           "eps_small": EPS_SMALL}, needs=("cv",)),
+        Cell("marginal_likelihood", settings["marginal_likelihood"]),
+        Cell("posteriors", {"n_draws": settings["n_draws"]} | settings["posteriors"],
+             needs=("cv", "marginal_likelihood")),
+    ]
+
+
+def compute(run: CellRun) -> dict:
+    """One cell (the marginals write their draws into ``out``)."""
+    out = run.out
     X, y, names = diabetes()
-    n = len(y)
-    alpha, alpha_grid, cv_error = cv_alpha(X, y)
-    lam = n * alpha
-    B = 200 if quick else 1000
-    draws, rates = {}, {}
+    if run.cell.name == "cv":
+        alpha, grid, cv_error = cv_alpha(X, y, seed=run.seed)
+        return {"n": len(y), "alpha": alpha, "grid": grid, "cv_error": cv_error}
+    if run.cell.name == "marginals":
+        return marginals(out, X, y, names, cv_lam(run.needed["cv"]), run)
+    if run.cell.name == "marginal_likelihood":
+        return marginal_likelihood_lambda(X, y, run.params, run.seed)
+    lams = {"ml": run.needed["marginal_likelihood"]["lam_ml"], "cv": cv_lam(run.needed["cv"])}
+    return penalty_posteriors(X, y, names, lams, run.params, run.seed)
+
+
+def cv_lam(cv: Mapping[str, Any]) -> float:
+    """The CV penalty ``lam = n a`` of the ``cv`` cell's record."""
+    return cv["n"] * cv["alpha"]
+
+
+def marginals(out: Path, X: np.ndarray, y: np.ndarray, names: list[str], lam: float,
+              run: CellRun) -> dict:
+    """WBB draws of both variants and the bridge by NUTS (written to ``out``): per coefficient
+    the mean and shape of each method's marginal, the figure's histograms, the rates."""
+    B = run.params["n_draws"]
+    samples, rates = {}, {}
     for prior in ("fixed", "random"):
         start = time.perf_counter()
-        draws[prior] = wbb_lasso(X, y, lam, B, seed=SEED, prior=prior, fit_intercept=True,
-                                 feature_names=names, on_failure="raise")
-        rates[prior] = B / (time.perf_counter() - start)
-        save(draws[prior], out / f"wbb_{prior}.nc")
-    posterior, seconds = bridge(X, y, quick)
+        draws = wbb_lasso(X, y, lam, B, seed=run.seed, prior=prior, fit_intercept=True,
+                          feature_names=names, on_failure="raise")
+        rates[f"wbb_{prior}"] = B / (time.perf_counter() - start)
+        save(draws, out / f"wbb_{prior}.nc")
+        samples[f"wbb_{prior}"] = draws.posterior["beta"].values[0]
+    posterior, seconds = bridge(X, y, seed=run.seed, **run.params["bridge"])
     save(posterior, out / "bridge.nc")
-    bridge_beta = posterior.posterior["beta"].values.reshape(-1, X.shape[1])
+    samples["bridge"] = posterior.posterior["beta"].values.reshape(-1, X.shape[1])
     ess = arviz_compat.ess(posterior, var_names=["beta"])["beta"].values
-    samples = {f"wbb_{prior}": idata.posterior["beta"].values[0] for prior, idata in draws.items()}
-    samples["bridge"] = bridge_beta
-    coefficients, shapes = {}, {}
-    for j, name in enumerate(names):
-        shapes[name] = {k: shape_summary(v[:, j], EPS_SMALL * y.std()) for k, v in samples.items()}
-        entry = {k: {"mean": float(v[:, j].mean()), **shapes[name][k]} for k, v in samples.items()}
-        entry["bridge_mean"] = entry["bridge"]["mean"]
-        coefficients[name] = entry
-    _figure(out, names, draws, bridge_beta)
     rhat = arviz_compat.rhat(posterior, var_names=["beta", "nu", "sigma"])
-    marginal = marginal_likelihood_lambda(X, y, quick)
-    _lambda_figure(out, marginal, lam, n * alpha_grid, cv_error)
+    eps = EPS_SMALL * float(y.std())
     return {
-        "n": n,
-        "seed": SEED,
-        "lambda_rule": f"{FOLDS}-fold CV minimum over {GRID} log-spaced levels",
-        "alpha_per_observation": alpha,
-        "lam": lam,
-        "cv_error_min": float(cv_error.min()),
-        "n_draws": B,
-        "eps_small": EPS_SMALL * float(y.std()),
-        "coefficients": coefficients,
-        "claims": claims(shapes),
-        "marginal_likelihood": {
-            **{k: v for k, v in marginal.items() if k not in ("lams", "log_marginal")},
-            "grid": {"lam": marginal["lams"].tolist(), "log_marginal": marginal["log_marginal"].tolist()},
-            "log_marginal_at_lam_cv": _interpolate_log_marginal(marginal, lam),
-            "posteriors": penalty_posteriors(X, y, names, {"ml": marginal["lam_ml"], "cv": lam}, B, quick),
+        "eps_small": eps,
+        "coefficients": {
+            name: {k: {"mean": float(v[:, j].mean()), **shape_summary(v[:, j], eps)}
+                   for k, v in samples.items()}
+            for j, name in enumerate(names)
         },
-        "draws_per_second": {f"wbb_{k}": v for k, v in rates.items()},
+        "histograms": {name: histograms(samples, j) for j, name in enumerate(names)},
+        "draws_per_second": rates,
         "bridge": {
             "chains": int(posterior.posterior.sizes["chain"]),
             "draws_per_chain": int(posterior.posterior.sizes["draw"]),
@@ -212,7 +238,63 @@ def run(out: Path, quick: bool) -> dict:
     }
 
 
-def claims(shapes: dict[str, dict[str, dict]]) -> dict:
+def histograms(samples: Mapping[str, np.ndarray], j: int) -> dict:
+    """Coefficient ``j``'s histogram per method: 50 edges over the 0.2% to 99.8% quantiles of
+    every method's draws together, and each method's density on them."""
+    values = np.concatenate([v[:, j] for v in samples.values()])
+    edges = np.linspace(*np.quantile(values, [0.002, 0.998]), 50)
+    return {"edges": edges} | {
+        k: np.histogram(v[:, j], bins=edges, density=True)[0] for k, v in samples.items()
+    }
+
+
+def summarise(settings: Mapping[str, Any], records: Records) -> dict:
+    """The penalties, the marginals and their shapes, the claims, the marginal likelihood."""
+    cv, found, marginal = records["cv"], records["marginals"], records["marginal_likelihood"]
+    lam = cv_lam(cv)
+    return {
+        "n": cv["n"],
+        "lambda_rule": f"{FOLDS}-fold CV minimum over {GRID} log-spaced levels",
+        "alpha_per_observation": cv["alpha"],
+        "lam": lam,
+        "cv_error_min": float(np.min(cv["cv_error"])),
+        "n_draws": settings["n_draws"],
+        "eps_small": found["eps_small"],
+        "coefficients": {name: entry | {"bridge_mean": entry["bridge"]["mean"]}
+                         for name, entry in found["coefficients"].items()},
+        "claims": claims(found["coefficients"]),
+        "marginal_likelihood": {
+            **{k: v for k, v in marginal.items()
+               if k not in ("lams", "log_marginal", "config", "seconds")},
+            "grid": {"lam": marginal["lams"], "log_marginal": marginal["log_marginal"]},
+            "log_marginal_at_lam_cv": _interpolate_log_marginal(marginal, lam),
+            "posteriors": {label: records["posteriors"][label] for label in ("ml", "cv")},
+        },
+        "draws_per_second": found["draws_per_second"],
+        "bridge": found["bridge"],
+    }
+
+
+def figures(out: Path, summary: Mapping[str, Any], records: Records) -> None:
+    """``wbb_diabetes_marginals.png`` and ``wbb_diabetes_lambda.png``."""
+    _figure(out, summary["coefficients"], records["marginals"]["histograms"])
+    cv = records["cv"]
+    _lambda_figure(out, summary["marginal_likelihood"], summary["lam"],
+                   cv["n"] * np.asarray(cv["grid"]), np.asarray(cv["cv_error"]))
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """CV penalty, WBB draws of both variants, bridge by NUTS, shapes; the
+    marginal-likelihood penalty and the posteriors of both penalties (every cell
+    resumed from ``out/runs``); figures and summary."""
+    return EXPERIMENT.run(out, quick)
+
+
+def claims(shapes: Mapping[str, Mapping[str, dict]]) -> dict:
     """The paper's two statements as counts over the coefficients.
 
     "WBB is sparser": coefficients with an atom at 0 (``p_zero > 0``) per
@@ -221,25 +303,24 @@ def claims(shapes: dict[str, dict[str, dict]]) -> dict:
     fixed-weight sd is below the random-weight sd, and the median sd ratio.
     Modes: coefficients with more than one mode, per method.
     """
-    methods = ("wbb_fixed", "wbb_random", "bridge")
-    per = {m: [entry[m] for entry in shapes.values()] for m in methods}
+    per = {m: [entry[m] for entry in shapes.values()] for m in METHODS}
     ratio = [entry["wbb_fixed"]["sd"] / entry["wbb_random"]["sd"] for entry in shapes.values()]
     return {
         "n_coefficients": len(shapes),
-        "with_atom": {m: sum(s["p_zero"] > 0 for s in per[m]) for m in methods},
+        "with_atom": {m: sum(s["p_zero"] > 0 for s in per[m]) for m in METHODS},
         "p_small_above_bridge": {
             m: sum(e[m]["p_small"] > e["bridge"]["p_small"] for e in shapes.values())
             for m in ("wbb_fixed", "wbb_random")
         },
-        "mean_p_small": {m: float(np.mean([s["p_small"] for s in per[m]])) for m in methods},
+        "mean_p_small": {m: float(np.mean([s["p_small"] for s in per[m]])) for m in METHODS},
         "sd_fixed_below_random": sum(r < 1 for r in ratio),
         "median_sd_ratio_fixed_to_random": float(np.median(ratio)),
         "sd_wbb_below_bridge": {
             m: sum(e[m]["sd"] < e["bridge"]["sd"] for e in shapes.values())
             for m in ("wbb_fixed", "wbb_random")
         },
-        "multimodal": {m: sum(s["n_modes"] > 1 for s in per[m]) for m in methods},
-        "max_modes": {m: max(s["n_modes"] for s in per[m]) for m in methods},
+        "multimodal": {m: sum(s["n_modes"] > 1 for s in per[m]) for m in METHODS},
+        "max_modes": {m: max(s["n_modes"] for s in per[m]) for m in METHODS},
     }
 
 
@@ -250,14 +331,17 @@ def residual_sd(X: np.ndarray, y: np.ndarray) -> float:
     return float(np.sqrt(residual @ residual / (len(y) - design.shape[1])))
 
 
-def marginal_likelihood_lambda(X: np.ndarray, y: np.ndarray, quick: bool) -> dict:
+def marginal_likelihood_lambda(
+    X: np.ndarray, y: np.ndarray, settings: Mapping[str, Any], seed: int
+) -> dict:
     """``log p(y | lam)`` of the Bayesian lasso on a log grid by bridge sampling; its maximiser."""
     sigma = residual_sd(X, y)
     top = float(lambda_max(X, y, fit_intercept=True)[0])
-    grid, chains, n_draws, warmup = (np.geomspace(top / 1000, top, 11), 2, 400, 200) if quick else \
-        (np.geomspace(top / 1000, top, ML_GRID), CHAINS, ML_DRAWS, ML_WARMUP)
+    grid = np.geomspace(top / 1000, top, settings["levels"])
+    chains, n_draws, warmup = settings["chains"], settings["draws"], settings["warmup"]
     start = time.perf_counter()
-    fit = lasso_log_marginal(X, y - y.mean(), grid, sigma, n_draws, seed=SEED, chains=chains, warmup=warmup)
+    fit = lasso_log_marginal(X, y - y.mean(), grid, sigma, n_draws, seed=seed, chains=chains,
+                             warmup=warmup)
     best = int(np.argmax(fit.log_marginal))
     near = grid[fit.log_marginal >= fit.log_marginal[best] - 1]
     return {
@@ -282,22 +366,22 @@ def marginal_likelihood_lambda(X: np.ndarray, y: np.ndarray, quick: bool) -> dic
     }
 
 
-def _interpolate_log_marginal(marginal: dict, lam: float) -> float:
+def _interpolate_log_marginal(marginal: Mapping[str, Any], lam: float) -> float:
     """``log p(y | lam)`` at the CV penalty, linear in ``log lam`` between grid points."""
     return float(np.interp(np.log(lam), np.log(marginal["lams"]), marginal["log_marginal"]))
 
 
 def penalty_posteriors(X: np.ndarray, y: np.ndarray, names: list[str], lams: dict[str, float],
-                       B: int, quick: bool) -> dict:
+                       settings: Mapping[str, Any], seed: int) -> dict:
     """Per penalty: WBB (both variants) and Bayesian lasso means, sds and atoms per coefficient."""
     sigma = residual_sd(X, y)
-    chains, n_draws = (2, 400) if quick else (CHAINS, ML_DRAWS)
-    gibbs = gibbs_lasso(X, y - y.mean(), list(lams.values()), sigma, n_draws, seed=SEED + 1,
-                        chains=chains, warmup=ML_WARMUP)
+    B = settings["n_draws"]
+    gibbs = gibbs_lasso(X, y - y.mean(), list(lams.values()), sigma, settings["draws"], seed=seed + 1,
+                        chains=settings["chains"], warmup=settings["warmup"])
     result = {}
     for (label, lam), bayes in zip(lams.items(), gibbs, strict=True):
         samples = {
-            f"wbb_{prior}": wbb_lasso(X, y, lam, B, seed=SEED, prior=prior, fit_intercept=True,
+            f"wbb_{prior}": wbb_lasso(X, y, lam, B, seed=seed, prior=prior, fit_intercept=True,
                                       on_failure="raise").posterior["beta"].values[0]
             for prior in ("fixed", "random")
         }
@@ -314,20 +398,16 @@ def penalty_posteriors(X: np.ndarray, y: np.ndarray, names: list[str], lams: dic
     return result
 
 
-def _figure(out: Path, names: list[str], draws: dict, bridge_beta: np.ndarray) -> None:
+def _figure(out: Path, coefficients: Mapping[str, dict], histograms: Mapping[str, dict]) -> None:
+    """``wbb_diabetes_marginals.png``: each coefficient's histogram per method."""
+    labels = {"wbb_fixed": "WBB fixed prior", "wbb_random": "WBB random prior",
+              "bridge": "Bayesian bridge (NUTS)"}
     figure, axes = plt.subplots(2, 5, figsize=(18, 6.5))
-    for j, (ax, name) in enumerate(zip(axes.ravel(), names, strict=True)):
-        series = {
-            "WBB fixed prior": draws["fixed"].posterior["beta"].values[0, :, j],
-            "WBB random prior": draws["random"].posterior["beta"].values[0, :, j],
-            "Bayesian bridge (NUTS)": bridge_beta[:, j],
-        }
-        values = np.concatenate(list(series.values()))
-        bins = np.linspace(*np.quantile(values, [0.002, 0.998]), 50)
-        for (label, v), colour in zip(series.items(), ("C0", "C1", "C2"), strict=True):
-            zero = np.mean(v == 0)
-            tag = f"{label} (P0 = {zero:.2f})" if label.startswith("WBB") else label
-            ax.hist(v, bins=bins, density=True, histtype="step", lw=1.6, color=colour, label=tag)
+    for ax, (name, histogram) in zip(axes.ravel(), histograms.items(), strict=True):
+        for method, colour in zip(METHODS, ("C0", "C1", "C2"), strict=True):
+            zero = coefficients[name][method]["p_zero"]
+            tag = labels[method] if method == "bridge" else f"{labels[method]} (P0 = {zero:.2f})"
+            ax.stairs(histogram[method], histogram["edges"], lw=1.6, color=colour, label=tag)
         ax.axvline(0, color="0.6", lw=0.8, ls=":")
         ax.set_title(name)
         ax.legend(fontsize=6.5, loc="upper left")
@@ -337,10 +417,11 @@ def _figure(out: Path, names: list[str], draws: dict, bridge_beta: np.ndarray) -
 
 
 def _lambda_figure(
-    out: Path, marginal: dict, lam_cv: float, cv_lams: np.ndarray, cv_error: np.ndarray
+    out: Path, marginal: Mapping[str, Any], lam_cv: float, cv_lams: np.ndarray, cv_error: np.ndarray
 ) -> None:
+    """``wbb_diabetes_lambda.png``: ``log p(y | lam)`` (the summary's) and the CV error against ``lam``."""
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    left.plot(marginal["lams"], marginal["log_marginal"], "o-", ms=3)
+    left.plot(marginal["grid"]["lam"], marginal["grid"]["log_marginal"], "o-", ms=3)
     left.set_ylabel("log p(y | lam), bridge sampling")
     right.plot(cv_lams, cv_error)
     right.set_ylabel(f"{FOLDS}-fold CV squared error")

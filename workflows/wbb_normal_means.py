@@ -14,17 +14,23 @@ thresholding at ``lam w2 / w1`` (``stanflow.wbb.wbb_normal_means``), with
   that the gap to the posterior mean is no Monte Carlo error.
 
 All pairs ``(lam, y)`` share the weights of draw ``b`` (common random numbers).
-Writes ``wbb_normal_means.png`` (means against ``y``, and WBB mean minus
-posterior mean), ``wbb_normal_means_<prior>.nc`` (the draws) and a summary:
-the WBB mean of the draws along ``y`` per ``lam`` and prior, the largest
-difference to the posterior mean (from the draws and exact), and a table at
-``TABLE_Y`` with the exact values beside the draws'.
+Each prior weight is a cell (:mod:`stanflow.experiment`): it writes its draws,
+``wbb_normal_means_<prior>.nc``, and keeps their mean, Monte Carlo error and
+share of zeros per ``(lam, y)`` in ``runs/<prior>.json``, which a rerun into
+the same folder reads back. Writes ``wbb_normal_means.png`` (means against
+``y``, and WBB mean minus posterior mean) and a summary: the WBB mean of the
+draws along ``y`` per ``lam`` and prior, the largest difference to the
+posterior mean (from the draws and exact), a table at ``TABLE_Y`` with the
+exact values beside the draws', and the runner's ``settings``, ``seed`` and
+``compute_seconds``.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -33,6 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save
 from stanflow.wbb import (
     laplace_posterior_mean,
@@ -54,35 +61,79 @@ TABLE_Y = (0.5, 1.0, 2.0, 4.0, 8.0)
 PRIORS = ("random", "fixed")
 
 
-def run(out: Path, quick: bool) -> dict:
-    """WBB draws, exact means, figure and summary."""
-    B = 200 if quick else 1000
-    y = np.linspace(0.0, 8.0, 17 if quick else 81)
-    lams = np.asarray(LAMS)
-    posterior = laplace_posterior_mean(y[None, :], lams[:, None])
-    per_prior = {}
-    for prior in PRIORS:
-        idata = wbb_normal_means(y, lams, B, seed=SEED, prior=prior)
-        save(idata, out / f"wbb_normal_means_{prior}.nc")
-        theta = idata.posterior["theta"].values[0]  # (B, lam, y)
-        per_prior[prior] = {
-            "mean": theta.mean(axis=0),
-            "mcse": theta.std(axis=0, ddof=1) / np.sqrt(B),
-            "p_zero": (theta == 0).mean(axis=0),
-            "exact": wbb_mean(y[None, :], lams[:, None], prior),
-            "p_zero_exact": wbb_prob_zero(y[None, :], lams[:, None], prior),
-        }
-    _figure(out, y, lams, posterior, per_prior, B)
+SETTINGS = {
+    "quick": {"n_draws": 200, "y_points": 17},
+    "full": {"n_draws": 1000, "y_points": 81},
+}
+
+
+def y_grid(settings: Mapping[str, Any]) -> np.ndarray:
+    """The observations ``y``: ``settings["y_points"]`` evenly spaced over ``[0, 8]``."""
+    return np.linspace(0.0, 8.0, settings["y_points"])
+
+
+def cells(settings: Mapping[str, Any]) -> list[Cell]:
+    """One cell per prior weight."""
+    return [Cell(prior, {"prior": prior, "lam": list(LAMS)} | dict(settings)) for prior in PRIORS]
+
+
+def compute(run: CellRun) -> dict:
+    """The draws of one prior weight (written to ``out``): their mean, mcse and P(0) per (lam, y)."""
+    out = run.out
+    prior, B = run.params["prior"], run.params["n_draws"]
+    idata = wbb_normal_means(y_grid(run.params), np.asarray(LAMS), B, seed=run.seed, prior=prior)
+    save(idata, out / f"wbb_normal_means_{prior}.nc")
+    theta = idata.posterior["theta"].values[0]  # (B, lam, y)
     return {
-        "seed": SEED,
+        "mean": theta.mean(axis=0),
+        "mcse": theta.std(axis=0, ddof=1) / np.sqrt(B),
+        "p_zero": (theta == 0).mean(axis=0),
+    }
+
+
+def statistics(settings: Mapping[str, Any], records: Records) -> dict[str, dict]:
+    """Per prior weight: the draws' statistics (lam, y) and the exact WBB mean and P(0)."""
+    y, lams = y_grid(settings)[None, :], np.asarray(LAMS)[:, None]
+    return {
+        prior: {key: np.asarray(records[prior][key]) for key in ("mean", "mcse", "p_zero")}
+        | {"exact": wbb_mean(y, lams, prior), "p_zero_exact": wbb_prob_zero(y, lams, prior)}
+        for prior in PRIORS
+    }
+
+
+def posterior_means(settings: Mapping[str, Any]) -> np.ndarray:
+    """The exact posterior mean per (lam, y)."""
+    return laplace_posterior_mean(y_grid(settings)[None, :], np.asarray(LAMS)[:, None])
+
+
+def summarise(settings: Mapping[str, Any], records: Records) -> dict:
+    """The WBB means along ``y``, their gaps to the posterior mean, the table at ``TABLE_Y``."""
+    y, posterior, per_prior = y_grid(settings), posterior_means(settings), statistics(settings, records)
+    return {
         "model": "y ~ N(theta, 1), theta ~ Laplace(rate lam); WBB: w1 ~ Exp(1), "
         "w2 ~ Exp(1) (random) or 1 (fixed)",
-        "n_draws": B,
+        "n_draws": settings["n_draws"],
         "y": y,
         "lam": list(LAMS),
         "wbb": {prior: _prior_summary(y, posterior, stats) for prior, stats in per_prior.items()},
         "at_y": _table(y, posterior, per_prior),
     }
+
+
+def figures(out: Path, summary: Mapping[str, Any], records: Records) -> None:
+    """``wbb_normal_means.png``."""
+    settings = summary["settings"]
+    _figure(out, y_grid(settings), np.asarray(LAMS), posterior_means(settings),
+            statistics(settings, records), settings["n_draws"])
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """WBB draws (resumed from ``out/runs``), exact means, figure and summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 def _prior_summary(y: np.ndarray, posterior: np.ndarray, stats: dict) -> dict:

@@ -18,21 +18,27 @@ Cubic trend filtering (``k = 3``, ``stanflow.wbb.trend_filter``, relative
 duality gap ``TOL = 1e-5``). The penalty ``lam`` is chosen on each data set
 by ``FOLDS``-fold cross-validation (``stanflow.wbb.cv_trend_filter``: fold
 ``j`` holds out every ``FOLDS``-th point, kept with weight ``CV_EPS``; the
-grid value with the smallest mean held-out squared error over ``LAM_GRID``,
-``--quick``: a 7-point grid). For comparison only, the oracle value on the
-same grid (smallest error to the true ``f`` on the first data set) is reported.
+grid value with the smallest mean held-out squared error over 19 log-spaced
+levels from 1e2 to 1e5, ``--quick``: 7). For comparison only, the oracle value
+on the same grid (smallest error to the true ``f`` on the first data set) is
+reported.
 
 WBB (``stanflow.wbb.wbb_trend_filter``, random prior weight): 500 draws
 (``--quick``: 40) on one data set give the pointwise posterior standard error
 and 95% bands (2.5% and 97.5% quantiles of the draws). Draws whose solve did
 not reach the duality-gap tolerance are left out and counted (``n_failed_*``). Coverage: on
-``REPLICATES`` fresh data sets (``--quick``: 2), each with its own CV ``lam``
-and 200 draws (``--quick``: 30), the fraction of the 500 points whose band
-contains ``f(x_i)``, averaged.
+20 fresh data sets (``--quick``: 2), each with its own CV ``lam`` and 200
+draws (``--quick``: 30), the fraction of the 500 points whose band contains
+``f(x_i)``, averaged. The data sets are the successive draws of one generator
+seeded with :data:`SEED` (the first data set first).
 
+The first data set and each coverage data set is a cell
+(:mod:`stanflow.experiment`), kept in ``runs/`` when done (the first one with
+the arrays of the figure); a rerun into the same folder reads them back.
 Writes ``wbb_trend_filtering.png``, ``wbb_trend_filtering.nc`` (the draws of
-the first data set) and a summary with ``band_coverage``, ``mean_band_width``
-and ``n_draws``.
+the first data set, written by its cell) and a summary with ``band_coverage``,
+``mean_band_width``, ``n_draws`` and the runner's ``settings``, ``seed`` and
+``compute_seconds``.
 """
 
 from __future__ import annotations
@@ -40,7 +46,9 @@ from __future__ import annotations
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -49,6 +57,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from stanflow.arviz_compat import Results
+from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save
 from stanflow.wbb import cv_trend_filter, trend_filter, wbb_trend_filter
 from stanflow.workflows import main, save_figure
@@ -61,15 +71,17 @@ K = 3
 NOISE_SD = 2.0
 A = np.array([6.0, -3.0, 2.0, 0.0, 1.5])
 B_COEF = np.array([2.0, 3.0, -1.5, 1.0, 0.0])
-REPLICATES = 20
-LAM_GRID = np.geomspace(1e2, 1e5, 19)
-QUICK_GRID = np.geomspace(1e2, 1e5, 7)
 FOLDS = 5
 CV_EPS = 1e-2
 TOL = 1e-5
 """Relative duality gap of every solve: at k = 3 and large lam the dual is too badly
 conditioned for the solver's default 1e-8 (docs/wbb.md); 1e-5 of the objective is far
 below the Monte Carlo error of the bands."""
+
+SETTINGS = {
+    "quick": {"grid_size": 7, "n_draws": 40, "coverage_draws": 30, "replicates": 2},
+    "full": {"grid_size": 19, "n_draws": 500, "coverage_draws": 200, "replicates": 20},
+}
 
 
 def truth(x: np.ndarray) -> np.ndarray:
@@ -91,7 +103,7 @@ def oracle_lam(y: np.ndarray, f: np.ndarray, grid: np.ndarray) -> tuple[float, n
     return float(grid[errors.argmin()]), errors
 
 
-def _kept(idata) -> np.ndarray:
+def _kept(idata: Results) -> np.ndarray:
     """The converged draws (B_kept, n); failed solves are NaN and left out."""
     theta = idata.posterior["theta"].values[0]
     return theta[np.all(np.isfinite(theta), axis=1)]
@@ -103,42 +115,93 @@ def bands(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return low, high, theta.std(axis=0, ddof=1)
 
 
-def run(out: Path, quick: bool) -> dict:
-    """Choose lam by CV, draw the bands, simulate their coverage (CV on each data set); figure and summary."""
-    rng = np.random.default_rng(SEED)
-    n_draws, n_coverage, replicates = (40, 30, 2) if quick else (500, 200, REPLICATES)
-    grid = QUICK_GRID if quick else LAM_GRID
-    x, f, y = sample(rng)
+def data_set(seed: int, index: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Data set ``index`` (0: the first): the ``index + 1``-th :func:`sample` of a generator of ``seed``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(index + 1):
+        x, f, y = sample(rng)
+    return x, f, y
+
+
+def lam_grid(settings: Mapping[str, Any]) -> np.ndarray:
+    """The penalty levels CV chooses from: ``settings["grid_size"]`` log-spaced from 1e2 to 1e5."""
+    return np.geomspace(1e2, 1e5, settings["grid_size"])
+
+
+def cells(settings: Mapping[str, Any]) -> list[Cell]:
+    """The first data set (bands, figure), then one cell per coverage data set."""
+    grid = {"grid_size": settings["grid_size"]}
+    return [Cell("first", grid | {"n_draws": settings["n_draws"]})] + [
+        Cell(f"coverage-{r:02d}", grid | {"r": r, "n_draws": settings["coverage_draws"]})
+        for r in range(settings["replicates"])
+    ]
+
+
+def compute(run: CellRun) -> dict:
+    """One data set: its CV ``lam`` and WBB bands (the first: with the oracle, figure arrays and draws)."""
+    out = run.out
+    if run.cell.name == "first":
+        return first_data_set(out, run)
+    return coverage_data_set(run)
+
+
+def cv_record(y: np.ndarray, grid: np.ndarray) -> dict:
+    """CV on one data set: the chosen ``lam``, unconverged fold solves, largest relative gap."""
     cv = cv_trend_filter(y, grid, K, folds=FOLDS, eps=CV_EPS, tol=TOL)
-    lam = cv.lam
+    return {"lam": cv.lam, "cv_error_min": float(cv.cv_error.min()),
+            "cv_unconverged": int(cv.n_unconverged.sum()), "cv_max_relative_gap": cv.max_relative_gap}
+
+
+def draws(y: np.ndarray, lam: float, n_draws: int, seed: int) -> Results:
+    """``n_draws`` WBB draws (failed solves are NaN, counted in ``attrs["n_failed"]``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # failed draws are counted
+        return wbb_trend_filter(y, lam, K, n_draws, seed=seed, tol=TOL)
+
+
+def first_data_set(out: Path, run: CellRun) -> dict:
+    """CV, the oracle, the draws (written to ``out``), and the bands and fit for the figure."""
+    grid = lam_grid(run.params)
+    _, f, y = data_set(run.seed, 0)
+    record = cv_record(y, grid)
     oracle, oracle_errors = oracle_lam(y, f, grid)
     start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # failed draws are counted below
-        idata = wbb_trend_filter(y, lam, K, n_draws, seed=SEED, tol=TOL)
+    idata = draws(y, record["lam"], run.params["n_draws"], run.seed)
     seconds = time.perf_counter() - start
     save(idata, out / "wbb_trend_filtering.nc")
     theta = _kept(idata)
-    failed = [idata.attrs["n_failed"]]
     low, high, se = bands(theta)
-    fit = trend_filter(y, lam, K, tol=TOL).theta[0]
-    coverage, replicate_lams, unconverged_cv = [], [], int(cv.n_unconverged.sum())
-    worst_gap = cv.max_relative_gap
-    for r in range(replicates):
-        _, _, y_r = sample(rng)
-        cv_r = cv_trend_filter(y_r, grid, K, folds=FOLDS, eps=CV_EPS, tol=TOL)
-        replicate_lams.append(cv_r.lam)
-        unconverged_cv += int(cv_r.n_unconverged.sum())
-        worst_gap = max(worst_gap, cv_r.max_relative_gap)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            draws = wbb_trend_filter(y_r, cv_r.lam, K, n_coverage, seed=SEED + 1 + r, tol=TOL)
-        failed.append(draws.attrs["n_failed"])
-        low_r, high_r, _ = bands(_kept(draws))
-        coverage.append(np.mean((low_r <= f) & (f <= high_r)))
-    _figure(out, x, f, y, fit, theta.mean(axis=0), low, high, se)
+    return record | {
+        "oracle_lam": oracle, "oracle_errors": oracle_errors, "n_kept": int(theta.shape[0]),
+        "n_failed": idata.attrs["n_failed"], "draws_per_second": run.params["n_draws"] / seconds,
+        "y": y, "fit": trend_filter(y, record["lam"], K, tol=TOL).theta[0], "mean": theta.mean(axis=0),
+        "low": low, "high": high, "se": se,
+    }
+
+
+def coverage_data_set(run: CellRun) -> dict:
+    """CV and the draws on a fresh data set: the share of points whose band holds ``f``."""
+    r = run.params["r"]
+    _, f, y = data_set(run.seed, 1 + r)
+    record = cv_record(y, lam_grid(run.params))
+    idata = draws(y, record["lam"], run.params["n_draws"], run.seed + 1 + r)
+    low, high, _ = bands(_kept(idata))
+    return record | {"n_failed": idata.attrs["n_failed"],
+                     "coverage": float(np.mean((low <= f) & (f <= high)))}
+
+
+def summarise(settings: Mapping[str, Any], records: Records) -> dict:
+    """The first data set's ``lam``, bands and fit; the coverage over the fresh data sets."""
+    grid = lam_grid(settings)
+    first = records["first"]
+    replicates = [records[f"coverage-{r:02d}"] for r in range(settings["replicates"])]
+    every = [first, *replicates]
+    f = truth(np.linspace(0.0, 1.0, N))
+    low, high, se, fit = (np.asarray(first[key]) for key in ("low", "high", "se", "fit"))
+    lam, oracle_errors = first["lam"], np.asarray(first["oracle_errors"])
+    replicate_lams = [record["lam"] for record in replicates]
+    coverage = [record["coverage"] for record in replicates]
     return {
-        "seed": SEED,
         "function": "sum_k a_k sin(2 pi k x) + b_k cos(2 pi k x), "
                     "a = (6, -3, 2, 0, 1.5), b = (2, 3, -1.5, 1, 0)",
         "function_source": "none recorded: introduced with the workflow (commit ef9a15c) without a citation; "
@@ -149,30 +212,48 @@ def run(out: Path, quick: bool) -> dict:
         "lam": lam,
         "lam_rule": f"{FOLDS}-fold CV (every {FOLDS}th point held out with weight {CV_EPS}) "
                     f"over {grid.size} log-spaced levels from {grid[0]:g} to {grid[-1]:g}, on each data set",
-        "cv_error_min": float(cv.cv_error.min()),
-        "cv_solves_unconverged": unconverged_cv,
-        "cv_solves": int((1 + replicates) * grid.size * FOLDS),
-        "cv_max_relative_gap": worst_gap,
+        "cv_error_min": first["cv_error_min"],
+        "cv_solves_unconverged": sum(record["cv_unconverged"] for record in every),
+        "cv_solves": int(len(every) * grid.size * FOLDS),
+        "cv_max_relative_gap": max(record["cv_max_relative_gap"] for record in every),
         "lam_at_grid_edge": sum(v in (grid[0], grid[-1]) for v in [lam, *replicate_lams]),
-        "oracle_lam": oracle,
+        "oracle_lam": first["oracle_lam"],
         "mse_at_cv_lam": float(oracle_errors[np.flatnonzero(grid == lam)[0]]),
         "mse_at_oracle_lam": float(oracle_errors.min()),
         "replicate_lams": replicate_lams,
         "replicate_lam_range": [float(min(replicate_lams)), float(max(replicate_lams))],
-        "n_draws": int(theta.shape[0]),
-        "n_failed_draws": failed[0],
-        "n_failed_coverage_draws": int(sum(failed[1:])),
-        "draws_per_second": n_draws / seconds,
+        "n_draws": first["n_kept"],
+        "n_failed_draws": first["n_failed"],
+        "n_failed_coverage_draws": int(sum(record["n_failed"] for record in replicates)),
+        "draws_per_second": first["draws_per_second"],
         "mean_se": float(se.mean()),
         "mean_band_width": float(np.mean(high - low)),
         "coverage_first_data_set": float(np.mean((low <= f) & (f <= high))),
         "band_coverage": float(np.mean(coverage)),
         "band_coverage_range": [float(min(coverage)), float(max(coverage))],
         "band_coverage_per_replicate": [float(c) for c in coverage],
-        "coverage_replicates": replicates,
-        "coverage_draws_per_replicate": n_coverage,
+        "coverage_replicates": settings["replicates"],
+        "coverage_draws_per_replicate": settings["coverage_draws"],
         "fit_mse": float(np.mean((fit - f) ** 2)),
     }
+
+
+def figures(out: Path, summary: Mapping[str, Any], records: Records) -> None:
+    """``wbb_trend_filtering.png``, from the first data set's record."""
+    first = {key: np.asarray(value) for key, value in records["first"].items()
+             if key in ("y", "fit", "mean", "low", "high", "se")}
+    x = np.linspace(0.0, 1.0, N)
+    _figure(out, x, truth(x), first["y"], first["fit"], first["mean"], first["low"], first["high"],
+            first["se"])
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``): CV ``lam``, bands, coverage; figure and summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 def _figure(out, x, f, y, fit, mean, low, high, se) -> None:

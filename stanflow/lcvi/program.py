@@ -130,10 +130,10 @@ class LcviProgram:
         self.name = model_name(name, self.source.path)
         self.dims = dict(dims or {})
         self.threads = threads
-        self._bound: dict[Path, LcviModel] = {}
+        self._bound: dict[tuple[Path, tuple[float, ...]], LcviModel] = {}
 
     def bind(self, loss: BoundLoss) -> LcviModel:
-        """The program compiled with ``loss`` in its slot, checked (cached per loss file).
+        """The program compiled with ``loss`` in its slot, checked (cached per loss file and parameters).
 
         Raises
         ------
@@ -142,7 +142,7 @@ class LcviProgram:
             by stanc before anything compiles); the message names the file and
             the signature.
         """
-        key = Path(loss.stan_file).resolve()
+        key = (Path(loss.stan_file).resolve(), tuple(float(v) for v in loss.params))
         if key not in self._bound:
             self._bound[key] = LcviModel(self, loss)
         return self._bound[key]

@@ -10,7 +10,7 @@ many chains at once):
   count: their kernels are then fixed in advance, as AIS needs, and the same in
   both directions.
 - :func:`forward_ais`, :func:`reverse_ais`, :func:`bdmc_sandwich`: the bounds per data
-  point from ``n_chains`` chains each. Forward: ``log mean_c w_c``, a stochastic
+  point from ``chains`` chains each. Forward: ``log mean_c w_c``, a stochastic
   lower bound (``E[log Z_hat] <= log Z`` by Jensen). Reverse, on data simulated
   with its ``z*`` (an exact posterior draw): ``-log mean_c w_c``, a stochastic upper
   bound. The BDMC gap is upper minus lower (Grosse, Ghahramani and Adams 2015).
@@ -45,7 +45,7 @@ def tune_step_size(
     *,
     q: ArrayLike = 1.0,
     n_distributions: int = 200,
-    n_chains: int = 8,
+    chains: int = 8,
     n_leapfrog: int = 10,
     initial: float = 0.5,
     target_accept: float = TARGET_ACCEPT,
@@ -57,11 +57,11 @@ def tune_step_size(
     ----------
     log_likelihood : callable
     x : array_like, shape (B, ...)
-        Data points; ``n_chains`` chains each.
+        Data points; ``chains`` chains each.
     q : float or array_like, shape (B,)
     n_distributions : int, default 200
         Linear pilot schedule.
-    n_chains, n_leapfrog : int
+    chains, n_leapfrog : int
     initial : float, default 0.5
         Step size at the first temperature.
     target_accept : float, default 0.65
@@ -73,7 +73,7 @@ def tune_step_size(
         Step sizes at the pilot's intermediate temperatures (and their ends
         extended to ``beta = 0`` and 1).
     """
-    x, q_rows = _replicate(x, q, n_chains)
+    x, q_rows = _replicate(x, q, chains)
     rng = np.random.default_rng(seed)
     z0 = rng.standard_normal((x.shape[0], _latent_dim(log_likelihood)))
     schedule = linear_schedule(n_distributions)
@@ -110,7 +110,7 @@ def forward_ais(
     x: ArrayLike,
     schedule: ArrayLike,
     *,
-    n_chains: int,
+    chains: int,
     q: ArrayLike = 1.0,
     step_size: float | Callable[[float], float] = 0.1,
     n_leapfrog: int = 10,
@@ -124,13 +124,13 @@ def forward_ais(
     x : array_like, shape (B, ...)
     schedule : array_like
         Increasing from 0 to 1.
-    n_chains : int
+    chains : int
         Chains per data point (at least 1).
     q : float or array_like, shape (B,)
     step_size, n_leapfrog, seed
         As in :func:`~stanflow.qpaths.latent_ais.ais_hmc`.
     """
-    return _bounds(log_likelihood, x, None, schedule, n_chains, q, step_size,
+    return _bounds(log_likelihood, x, None, schedule, chains, q, step_size,
                    n_leapfrog, seed, reverse=False)
 
 
@@ -140,7 +140,7 @@ def reverse_ais(
     z_star: ArrayLike,
     schedule: ArrayLike,
     *,
-    n_chains: int,
+    chains: int,
     q: ArrayLike = 1.0,
     step_size: float | Callable[[float], float] = 0.1,
     n_leapfrog: int = 10,
@@ -159,7 +159,7 @@ def reverse_ais(
         The forward schedule, increasing from 0 to 1; it is run backwards.
     Other parameters as in :func:`forward_ais`.
     """
-    return _bounds(log_likelihood, x, z_star, schedule, n_chains, q, step_size,
+    return _bounds(log_likelihood, x, z_star, schedule, chains, q, step_size,
                    n_leapfrog, seed, reverse=True)
 
 
@@ -185,7 +185,7 @@ def bdmc_sandwich(
     z_star: ArrayLike,
     schedule: ArrayLike,
     *,
-    n_chains: int,
+    chains: int,
     q: ArrayLike = 1.0,
     step_size: float | Callable[[float], float] = 0.1,
     n_leapfrog: int = 10,
@@ -197,18 +197,18 @@ def bdmc_sandwich(
     streams from ``seed``.
     """
     seeds = np.random.SeedSequence(seed).spawn(2)
-    lower = forward_ais(log_likelihood, x, schedule, n_chains=n_chains, q=q,
+    lower = forward_ais(log_likelihood, x, schedule, chains=chains, q=q,
                         step_size=step_size, n_leapfrog=n_leapfrog,
                         seed=np.random.default_rng(seeds[0]))
-    upper = reverse_ais(log_likelihood, x, z_star, schedule, n_chains=n_chains, q=q,
+    upper = reverse_ais(log_likelihood, x, z_star, schedule, chains=chains, q=q,
                         step_size=step_size, n_leapfrog=n_leapfrog,
                         seed=np.random.default_rng(seeds[1]))
     return BDMC(lower, upper, upper.log_z - lower.log_z)
 
 
-def _replicate(x: ArrayLike, q: ArrayLike, n_chains: int) -> tuple[np.ndarray, np.ndarray]:
+def _replicate(x: ArrayLike, q: ArrayLike, chains: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``(B * C, ...)`` data point by data point, and ``q`` per row."""
-    check_counts(n_chains=(n_chains, 1))
+    check_counts(chains=(chains, 1))
     x = np.asarray(x, dtype=float)
     if x.ndim < 1 or x.shape[0] < 1:
         raise ValueError(f"x must hold at least one data point along axis 0, got {x.shape}")
@@ -220,8 +220,8 @@ def _replicate(x: ArrayLike, q: ArrayLike, n_chains: int) -> tuple[np.ndarray, n
                          f"({x.shape[0]}), got {q.shape}")
     if q.ndim > 1:
         raise ValueError(f"q must be a scalar or 1-D, got shape {q.shape}")
-    q_rows = np.repeat(q, n_chains) if q.ndim == 1 else q
-    return np.repeat(x, n_chains, axis=0), q_rows
+    q_rows = np.repeat(q, chains) if q.ndim == 1 else q
+    return np.repeat(x, chains, axis=0), q_rows
 
 
 def _latent_dim(log_likelihood: LogLikelihood) -> int:
@@ -231,25 +231,25 @@ def _latent_dim(log_likelihood: LogLikelihood) -> int:
     return int(dim)
 
 
-def _bounds(log_likelihood, x, z_star, schedule, n_chains, q, step_size, n_leapfrog,
+def _bounds(log_likelihood, x, z_star, schedule, chains, q, step_size, n_leapfrog,
             seed, *, reverse: bool) -> Bounds:
-    rows, q_rows = _replicate(x, q, n_chains)
+    rows, q_rows = _replicate(x, q, chains)
     betas = check_monotone_schedule(schedule)
     if betas[0] != 0.0:
         raise ValueError("schedule must increase from 0 to 1 (reverse AIS runs it backwards)")
     rng = np.random.default_rng(seed)
-    b = rows.shape[0] // n_chains
+    b = rows.shape[0] // chains
     if reverse:
         z_star = np.asarray(z_star, dtype=float)
         if z_star.ndim != 2 or z_star.shape[0] != b:
             raise ValueError(f"z_star must have shape ({b}, d), one per data point, "
                              f"got {z_star.shape}")
-        z0, betas = np.repeat(z_star, n_chains, axis=0), betas[::-1]
+        z0, betas = np.repeat(z_star, chains, axis=0), betas[::-1]
     else:
         z0 = rng.standard_normal((rows.shape[0], _latent_dim(log_likelihood)))
     run = ais_hmc(log_likelihood, rows, z0, betas, q=q_rows, step_size=step_size,
                   n_leapfrog=n_leapfrog, seed=rng)
-    log_w = run.log_weights.reshape(b, n_chains)
+    log_w = run.log_weights.reshape(b, chains)
     estimate = np.array([float(log_mean_exp(row)) for row in log_w])
     acceptance = float(run.acceptance.mean()) if run.acceptance.size else float("nan")
     return Bounds(-estimate if reverse else estimate, log_w, acceptance)

@@ -56,7 +56,7 @@ class LassoMarginal:
     relative_error : ndarray, shape (L, chains)
         Fruhwirth-Schnatter's error of each chain's estimate (draws treated as
         independent).
-    draws : ndarray, shape (L, chains, n_draws, p)
+    draws : ndarray, shape (L, chains, draws, p)
         The Gibbs draws of ``beta``.
     """
 
@@ -96,7 +96,7 @@ def gibbs_lasso(
     y: np.ndarray,
     lams: np.ndarray,
     sigma: float,
-    n_draws: int,
+    draws: int,
     *,
     seed: int,
     chains: int = 4,
@@ -113,7 +113,7 @@ def gibbs_lasso(
         Penalty levels, each ``> 0``.
     sigma : float
         Noise standard deviation, ``> 0``.
-    n_draws : int
+    draws : int
         Draws kept per chain, ``>= 1``.
     seed : int
         Seed of the whole run (all levels and chains).
@@ -126,21 +126,21 @@ def gibbs_lasso(
 
     Returns
     -------
-    ndarray, shape (L, chains, n_draws, p)
+    ndarray, shape (L, chains, draws, p)
     """
     X, y = check_X_y(X, y)
     lams = _check_lams(lams)
     sigma = check_positive(sigma, "sigma")
-    n_draws, chains, thin = (_positive_int(v, name) for v, name in
-                             ((n_draws, "n_draws"), (chains, "chains"), (thin, "thin")))
+    draws, chains, thin = (_positive_int(v, name) for v, name in
+                             ((draws, "draws"), (chains, "chains"), (thin, "thin")))
     warmup = _nonnegative_int(warmup, "warmup")
     rng = np.random.default_rng(seed)
     p = X.shape[1]
     gram, xty = X.T @ X / sigma**2, X.T @ y / sigma**2
     rate = np.broadcast_to((lams / sigma**2)[:, None, None], (lams.size, chains, p))
     inv_s = np.ones((lams.size, chains, p))
-    out = np.empty((lams.size, chains, n_draws, p))
-    for it in range(warmup + n_draws * thin):
+    out = np.empty((lams.size, chains, draws, p))
+    for it in range(warmup + draws * thin):
         precision = gram + inv_s[..., None] * np.eye(p)
         chol = np.linalg.cholesky(precision)
         mean = np.linalg.solve(precision, np.broadcast_to(xty, inv_s.shape)[..., None])[..., 0]
@@ -159,7 +159,7 @@ def lasso_log_marginal(
     y: np.ndarray,
     lams: np.ndarray,
     sigma: float,
-    n_draws: int,
+    draws: int,
     *,
     seed: int,
     chains: int = 4,
@@ -173,7 +173,7 @@ def lasso_log_marginal(
 
     Parameters
     ----------
-    Same as :func:`gibbs_lasso`; ``n_draws >= 8``.
+    Same as :func:`gibbs_lasso`; ``draws >= 8``.
 
     Returns
     -------
@@ -182,22 +182,22 @@ def lasso_log_marginal(
     X, y = check_X_y(X, y)
     lams = _check_lams(lams)
     sigma = check_positive(sigma, "sigma")
-    if _positive_int(n_draws, "n_draws") < MIN_DRAWS:
-        raise ValueError(f"n_draws must be >= {MIN_DRAWS} for bridge sampling, got {n_draws}")
-    draws = gibbs_lasso(X, y, lams, sigma, n_draws, seed=seed, chains=chains, warmup=warmup, thin=thin)
+    if _positive_int(draws, "draws") < MIN_DRAWS:
+        raise ValueError(f"draws must be >= {MIN_DRAWS} for bridge sampling, got {draws}")
+    beta = gibbs_lasso(X, y, lams, sigma, draws, seed=seed, chains=chains, warmup=warmup, thin=thin)
     rng = np.random.default_rng([seed, 1])
-    estimates = np.empty((lams.size, draws.shape[1]))
+    estimates = np.empty((lams.size, beta.shape[1]))
     errors = np.empty_like(estimates)
     for i, lam in enumerate(lams):
-        for c in range(draws.shape[1]):
+        for c in range(beta.shape[1]):
             log_q = partial(_log_density, X=X, y=y, lam=lam, sigma=sigma)
-            fit = bridge_sampling(log_q, draws[i, c], seed=rng)
+            fit = bridge_sampling(log_q, beta[i, c], seed=rng)
             if not fit.converged:
                 raise RuntimeError(f"bridge sampling did not converge at lam = {lam}, chain {c}")
             estimates[i, c], errors[i, c] = fit.log_marginal, fit.relative_error
-    spread = estimates.std(axis=1, ddof=1) / np.sqrt(estimates.shape[1]) if draws.shape[1] > 1 \
+    spread = estimates.std(axis=1, ddof=1) / np.sqrt(estimates.shape[1]) if beta.shape[1] > 1 \
         else np.full(lams.size, np.nan)
-    return LassoMarginal(lams, estimates.mean(axis=1), spread, errors, draws)
+    return LassoMarginal(lams, estimates.mean(axis=1), spread, errors, beta)
 
 
 def _log_density(beta: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float, sigma: float) -> np.ndarray:
