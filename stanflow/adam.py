@@ -1,10 +1,9 @@
 """Adam's update (Kingma and Ba 2015), one small kernel for the in-process optimisers.
 
-Used by LCVI's joint optimisation (:mod:`stanflow.lcvi.joint`) and the VAE of
-the q-path AIS experiment (:mod:`stanflow.qpaths.vae`). (The WBB network's
-float32 minibatch solver, :func:`stanflow.wbb.neural_net.train_adam`, keeps its
-own loop: it orders the second-moment product differently, and its stored full
-run replays bit for bit only with that order.)
+Used by LCVI's joint optimisation (:mod:`stanflow.lcvi.joint`), and beside their
+workflows by the VAE of the q-path AIS experiment (``workflows/_qpaths_vae.py``)
+and the authors' LCVI recipe (``workflows/_lcvi_mf_recipe.py``), and the WBB
+network's minibatch solver (:func:`stanflow.wbb.neural_net.train_adam`).
 
 Guarantee: :func:`adam_update` changes ``param``, ``m`` and ``v`` in place, in
 their own dtype (float32 stays float32), by exactly::

@@ -1,5 +1,5 @@
 """AIS with HMC along q-paths (stanflow.qpaths.latent_ais) and the BDMC sandwich
-(stanflow.qpaths.bdmc), the NumPy VAE (stanflow.qpaths.vae) and the workflow qpaths-ais.
+(stanflow.qpaths.bdmc), the NumPy VAE (workflows/_qpaths_vae.py) and the workflow qpaths-ais.
 
 Independent truths: a linear-Gaussian latent model, whose ``log p(x)`` is the
 log density of ``N(b, A A' + sigma^2 I)``, and a Bernoulli decoder with a
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 
+import _qpaths_vae as vae
 import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import logsumexp
 from threadpoolctl import threadpool_limits
 
-from stanflow.qpaths import vae
 from stanflow.qpaths.bdmc import (
     LatentModel,
     bdmc_sandwich,

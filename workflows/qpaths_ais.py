@@ -69,6 +69,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import _qpaths_vae as vae
 import matplotlib.pyplot as plt
 import numpy as np
 import xarray as xr
@@ -77,7 +78,6 @@ from threadpoolctl import ThreadpoolController
 from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save_dataset
 from stanflow.models import program_path
-from stanflow.qpaths import vae
 from stanflow.qpaths.bdmc import LatentModel, bdmc_sandwich, forward_ais, tune_step_size
 from stanflow.qpaths.choose_q import heuristic_q
 from stanflow.qpaths.choose_q_joint import joint_heuristic

@@ -33,9 +33,8 @@
 - :mod:`~stanflow.qpaths.latent_ais`: AIS with HMC moves along q-paths for
   latent-variable models (prior ``N(0, I)``), forward and reverse;
 - :mod:`~stanflow.qpaths.bdmc`: its bounds per data point and the BDMC sandwich
-  of ``log p(x)`` on simulated data;
-- :mod:`~stanflow.qpaths.vae`: a small VAE for binary images in NumPy (manual
-  backprop, Adam) whose decoder is the model of ``stan/qpaths/vae_decoder.stan``.
+  of ``log p(x)`` on simulated data (the workflow ``qpaths-ais`` runs them on a
+  VAE's decoder, trained by code beside it: ``workflows/_qpaths_vae.py``).
 
 The algorithms (``smc``, ``ais``, ``thermodynamic_integration`` and its Stan
 NUTS form, the choice of ``q``, forward and reverse AIS with HMC and the BDMC

@@ -7,7 +7,7 @@ A likelihood is a vectorised callable::
     log_likelihood(x_rows, z) -> (log p(x_i | z_i) of shape (N,), its z-gradient (N, d))
 
 ``x_rows`` holding the data point of every row of ``z`` (one row per chain),
-e.g. ``functools.partial(stanflow.qpaths.vae.decoder_log_likelihood, decoder)``.
+e.g. the VAE decoder's of the workflow ``qpaths-ais`` (``workflows/_qpaths_vae.py``).
 
 - :func:`qpath_point`: ``log pi_{beta,q}`` and its gradient. With ``l = log p(x | z)``
   and ``s = 1 - q``, ``grad log pi_{beta,q} = -z + w grad l``, where

@@ -45,6 +45,7 @@ from itertools import pairwise
 import numpy as np
 from scipy.optimize import minimize
 
+from stanflow.adam import adam_update
 from stanflow.wbb._checks import (
     check_lam,
     check_max_iter,
@@ -345,11 +346,7 @@ def train_adam(
                 _, grad = objective(theta, Xd[batch], labels[batch], sizes, scale * wb[batch],
                                     penalty)
                 t += 1
-                m = beta1 * m + (1 - beta1) * grad
-                v = beta2 * v + (1 - beta2) * grad * grad
-                m_hat = m / dtype(1 - beta1**t)
-                v_hat = v / dtype(1 - beta2**t)
-                theta -= dtype(step) * m_hat / (np.sqrt(v_hat) + dtype(eps))
+                adam_update(theta, grad, m, v, t, step, betas=(beta1, beta2), eps=eps)
             history += evaluations(theta, epoch)
         final = theta.astype(float)
         value, grad = objective(final, X, labels, sizes, w[b], penalty)
