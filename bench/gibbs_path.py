@@ -31,14 +31,14 @@ import numpy as np
 from _common import RESULTS_DIR, machine_info, print_table, write_results
 
 from stanflow.gibbs import StanBackend, TemplateProgram, calibrate_gpc, linear_program
-from stanflow.gibbs.path import LearningRatePath, path_gpc
+from stanflow.gibbs.path import LearningRatePath, PathSampler, path_gpc
 from stanflow.gibbs.templates import glm_minimiser
 from stanflow.losses import loss_function
 
 SEED = 20240505
 PRIOR = {"prior": "normal", "prior_params": {"mean": 0, "sd": 10}}
 LOSS = {"loss": "check", "loss_params": {"tau": 0.5}}
-PARTICLES, MOVES, B = 4000, 3, 200
+SAMPLER, B = PathSampler(n_particles=4000, n_moves=3), 200
 
 
 def data(rng: np.random.Generator, n: int, K: int = 2) -> tuple[TemplateProgram, np.ndarray]:
@@ -54,7 +54,7 @@ def data(rng: np.random.Generator, n: int, K: int = 2) -> tuple[TemplateProgram,
 
 def path_calibration(program: TemplateProgram, beta: np.ndarray, seed: int) -> dict:
     start = time.perf_counter()
-    path = LearningRatePath(program, n_particles=PARTICLES, n_moves=MOVES, seed=seed)
+    path = LearningRatePath(program, sampler=SAMPLER, seed=seed)
     c = path_gpc(path, beta, B=B, seed=seed)
     wall = time.perf_counter() - start
     return {
@@ -159,7 +159,7 @@ def figure(cost: dict) -> None:
         twin.plot(x, [row["ess_min_at_root"] for row in rows], "^:", color="tab:red",
                   label="smallest ESS per resample")
         twin.set_yscale("log")
-        twin.set_ylabel(f"ESS of {PARTICLES} particles")
+        twin.set_ylabel(f"ESS of {SAMPLER.n_particles} particles")
         ax.legend(loc="upper left", fontsize=7)
         twin.legend(loc="lower right", fontsize=7)
     fig.suptitle("GPC on the learning-rate path: cost against n and K (B = 200)", fontsize=10)
@@ -178,7 +178,7 @@ def main() -> None:
     path_calibration(*warm, 0)
     compared = side_by_side(args.replications, args.fixed_steps)
     cost = scaling()
-    result = {"machine": info, "particles": PARTICLES, "moves": MOVES, "B": B,
+    result = {"machine": info, "particles": SAMPLER.n_particles, "moves": SAMPLER.n_moves, "B": B,
               "command": f"python bench/gibbs_path.py --replications {args.replications} "
                          f"--fixed-steps {args.fixed_steps}",
               "side_by_side": compared, "cost": cost}

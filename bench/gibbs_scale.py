@@ -41,7 +41,7 @@ from stanflow import arviz_compat
 from stanflow.gibbs import calibrate_path, linear_program, posterior
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
-from stanflow.gibbs.path import LearningRatePath
+from stanflow.gibbs.path import CALIBRATION_SAMPLER, LearningRatePath
 from stanflow.gibbs.path.coverage import BootstrapProblem, region_statistic_per_resample
 from stanflow.gibbs.path.gpc_root import find_root
 from stanflow.gibbs.path.transport import TransportCoverage
@@ -135,7 +135,7 @@ def against_resample_design(sizes: list[tuple[int, int]]) -> list[dict]:
     for K, n in sizes:
         program = program_for(K, n)
         estimate = program.estimate().theta
-        path = LearningRatePath(program, n_particles=4000, n_moves=3, seed=1)
+        path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=1)
         problem = BootstrapProblem(path, coverage_indices(program), estimate, 0.05)
         coverage = TransportCoverage(problem, seed=1)
         start = time.perf_counter()

@@ -36,6 +36,7 @@ from _common import REPO, machine_info, print_table, timed_call, write_results
 
 from stanflow.lcvi import (
     ADVI_DEFAULTS,
+    Utility,
     eight_schools,
     run_lcvi,
 )
@@ -76,8 +77,10 @@ def main() -> None:
                 require_converged=False,
             )
 
+    utility = Utility(kind="linear", estimator="linearised")
+
     def lcvi(seed, **settle):
-        return run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed, **settle)
+        return run_lcvi(problem, loss, utility=utility, seed=seed, **settle)
 
     per_seed, rows = [], []
     for seed in range(1, args.seeds + 1):

@@ -33,7 +33,7 @@ from functools import partial
 import numpy as np
 from _common import machine_info, print_table, timed_call, write_results
 
-from stanflow.lcvi import empirical_risk, run_lcvi
+from stanflow.lcvi import Utility, empirical_risk, run_lcvi
 from stanflow.lcvi.mf import (
     cell_locations,
     load_lastfm,
@@ -60,7 +60,7 @@ def plain(model, data, seed):
 def lcvi(problem, loss, seed, advi):
     """The whole LCVI procedure in the ``lcvi-mf`` workflow's setting."""
     return run_lcvi(
-        problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
+        problem, loss, utility=Utility(kind="exp", estimator="linearised", n_outcomes=2),
         n_draws=200, decision_every=ITERATIONS // 20, seed=seed, advi_args=advi,
     )
 

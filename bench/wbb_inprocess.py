@@ -11,7 +11,7 @@ unpenalised intercept, random prior weight, root seed 13. Side by side in one ru
   process may use) and with one thread; models compiled and loaded once
   before timing (a load from the cache is timed separately);
 - scipy's L-BFGS-B, one ``minimize`` per draw on the same Stan objective
-  (``WeightedGlm.objective``, same start and tolerances), on the first
+  (``WeightedGlm(problem).objective``, same start and tolerances), on the first
   ``--runs-draws`` draws: the per-draw design the batched one replaces;
 - ``stanflow.wbb.stan_optimize.wbb_glm``: the first ``--runs-draws`` of the same
   draws (default 200: same root seed, so the same weights), the run layer's
@@ -45,13 +45,13 @@ from threadpoolctl import threadpool_limits
 
 from stanflow.models import default_threads
 from stanflow.qpaths.logistic import load_uci
+from stanflow.wbb.glm import GlmProblem
 from stanflow.wbb.inprocess import WeightedGlm, lbfgs_draws, wbb_glm_inprocess
 from stanflow.wbb.stan_optimize import glm_model, wbb_glm
 
 SEED = 13
 LAM = 1.0
 TIGHT = {"tol_rel_grad": 1.0, "tol_rel_obj": 1.0}
-SETTINGS = {"loss": "logistic", "penalty": "ridge", "fit_intercept": True, "seed": SEED}
 GTOL, FTOL = 1e-10, 1e-16
 
 
@@ -67,16 +67,16 @@ def timed(call: Callable[[], Any]) -> tuple[Any, float]:
     return out, time.perf_counter() - start
 
 
-def scipy_per_draw(problem: WeightedGlm, w: np.ndarray, wp: np.ndarray) -> np.ndarray:
+def scipy_per_draw(glm: WeightedGlm, w: np.ndarray, wp: np.ndarray) -> np.ndarray:
     """One scipy L-BFGS-B run per draw from the unit-weight optimum, as the batched path starts."""
-    unit = lbfgs_draws(problem, None, 1.0)
+    unit = lbfgs_draws(glm, None, 1.0)
     start = np.r_[unit.params["intercept"][0], unit.params["beta"][0]]
     out = np.empty((w.shape[0], start.size))
     with threadpool_limits(limits=1, user_api="blas"):
         for b in range(w.shape[0]):
-            value = problem.objective(start, w[b], wp[b])[0]
+            value = glm.objective(start, w[b], wp[b])[0]
             options = {"gtol": GTOL * max(1.0, abs(value)), "ftol": 1e-14, "maxiter": 10_000}
-            out[b] = minimize(problem.objective, start, args=(w[b], wp[b]), jac=True,
+            out[b] = minimize(glm.objective, start, args=(w[b], wp[b]), jac=True,
                               method="L-BFGS-B", options=options).x
     return out
 
@@ -91,17 +91,18 @@ def main() -> None:
     X, y = target.X[:, 1:], target.y  # load_uci prepends a column of ones: our intercept instead
     info = machine_info()
 
-    problem, load_seconds = timed(lambda: WeightedGlm(X, y, LAM, loss="logistic", fit_intercept=True))
+    problem = GlmProblem(X, y, LAM, loss="logistic", penalty="ridge", fit_intercept=True)
+    glm, load_seconds = timed(lambda: WeightedGlm(problem))
     glm_model("logistic", "ridge")  # compile the executable before timing
-    wbb_glm_inprocess(X, y, LAM, 2, **SETTINGS)  # first-call costs (imports, caches) not timed
-    inproc, inproc_seconds = timed(lambda: wbb_glm_inprocess(X, y, LAM, B, **SETTINGS))
-    one, one_seconds = timed(lambda: wbb_glm_inprocess(X, y, LAM, B, threads=1, **SETTINGS))
+    wbb_glm_inprocess(problem, 2, seed=SEED)  # first-call costs (imports, caches) not timed
+    inproc, inproc_seconds = timed(lambda: wbb_glm_inprocess(problem, B, seed=SEED))
+    one, one_seconds = timed(lambda: wbb_glm_inprocess(problem, B, seed=SEED, threads=1))
     w, wp = inproc.weights.w.values[0, :B_runs], inproc.weights.w_prior.values[0, :B_runs]
-    per_draw, scipy_seconds = timed(lambda: scipy_per_draw(problem, w, wp))
+    per_draw, scipy_seconds = timed(lambda: scipy_per_draw(glm, w, wp))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # draws that stop early are NaN, counted below
-        runs_default, default_seconds = timed(lambda: wbb_glm(X, y, LAM, B_runs, **SETTINGS))
-        runs_tight, tight_seconds = timed(lambda: wbb_glm(X, y, LAM, B_runs, args=TIGHT, **SETTINGS))
+        runs_default, default_seconds = timed(lambda: wbb_glm(problem, B_runs, seed=SEED))
+        runs_tight, tight_seconds = timed(lambda: wbb_glm(problem, B_runs, seed=SEED, args=TIGHT))
 
     ours = optima(inproc, B_runs)
     scale = float(np.abs(ours).max())

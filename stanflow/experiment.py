@@ -43,9 +43,12 @@ Example
 
 from __future__ import annotations
 
+import hashlib
 import json
+import queue
+import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -53,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from stanflow.models.evaluation import default_threads
-from stanflow.pieces import Pieces
+from stanflow.pieces import Pieces, Stopped
 
 RUNNER_KEYS = ("settings", "seed", "compute_seconds")
 """Summary keys the runner writes (a summary of the workflow's own may not have them)."""
@@ -86,7 +89,7 @@ class Cell:
             raise ValueError(
                 f"cell name {self.name!r}: use non-empty parts separated by '/', no '.' or '..'"
             )
-        if self.name.endswith(".partial"):
+        if any(part.endswith(".partial") for part in parts):
             raise ValueError(f"cell name {self.name!r}: '.partial' ends a scratch folder's name")
         if not isinstance(self.params, Mapping):
             raise TypeError(f"cell {self.name!r}: params must be a mapping")
@@ -164,6 +167,9 @@ class Experiment:
         The experiment's seed (:attr:`CellRun.seed`).
     figures : callable, optional
         ``(out, summary, records) -> None``: writes the figures into ``out``.
+    report : callable, optional
+        ``summary -> None``: prints what a reader of the console wants to see
+        (called last).
     jobs : int or None, default 1
         Cells at a time; ``None`` is one per core.
     """
@@ -174,6 +180,7 @@ class Experiment:
     summarise: Callable[[Mapping[str, Any], Records], Mapping[str, Any]]
     seed: int
     figures: Callable[[Path, Mapping[str, Any], Records], None] | None = None
+    report: Callable[[Mapping[str, Any]], None] | None = None
     jobs: int | None = 1
 
     def __post_init__(self) -> None:
@@ -193,16 +200,26 @@ class Experiment:
         ------
         ValueError
             Before any work, if the cells are not well declared (a name twice,
-            a need not declared before); and if a stored piece has other
-            parameters (:class:`stanflow.pieces.ConfigurationError`).
+            a need not declared before), or if a stored cell that needs no other
+            was computed with other parameters
+            (:class:`stanflow.pieces.ConfigurationError`, naming the file and the
+            fields); a cell that needs others is checked once they are done
+            (its configuration holds their records' digests).
+        KeyboardInterrupt
+            On Ctrl-C, once the running cells are kept (a second Ctrl-C
+            abandons them).
         """
+        out = Path(out)
         settings = self.settings["quick" if quick else "full"]
         cells = declared_cells(self.cells(settings))
-        pieces = Pieces(Path(out) / "runs")
+        pieces = Pieces(out / "runs")
+        for cell in cells:  # stale pieces are found before any work
+            if not cell.needs:
+                pieces.check(cell.name, self._config(cell, {}))
         jobs = default_threads() if self.jobs is None else self.jobs
-        records = run_cells(
-            cells, lambda cell, needed: self._piece(Path(out), pieces, settings, cell, needed),
-            pieces, jobs)
+        records = _run_cells(
+            cells, lambda cell, needed: self._piece(out, pieces, settings, cell, needed), pieces, jobs
+        )
         summary = dict(self.summarise(settings, records))
         taken = [key for key in RUNNER_KEYS if key in summary]
         if taken:
@@ -213,15 +230,44 @@ class Experiment:
             "compute_seconds": float(sum(record["seconds"] for record in records.values())),
         }
         if self.figures is not None:
-            self.figures(Path(out), summary, records)
+            self.figures(out, summary, records)
+        if self.report is not None:
+            self.report(summary)
         return summary
+
+    def _config(self, cell: Cell, needed: Records) -> dict[str, Any]:
+        """What a cell's record depends on: its params, the seed, the records it needs."""
+        config = {**cell.params, "seed": self.seed}
+        if cell.needs:
+            config["needs"] = {name: record_digest(needed[name]) for name in cell.needs}
+        return config
 
     def _piece(
         self, out: Path, pieces: Pieces, settings: Mapping[str, Any], cell: Cell, needed: Records
     ) -> dict:
-        """The cell's record: read back, or computed and kept."""
+        """The cell's record: read back (its files still there), or computed and kept."""
         run = CellRun(cell, settings, self.seed, needed, pieces.scratch(cell.name), out)
-        return pieces.get(cell.name, {**cell.params, "seed": self.seed}, lambda: self.compute(run))
+        config = self._config(cell, needed)
+        record = pieces.get(cell.name, config, lambda: self.compute(run))
+        missing = [name for name in record.get("files", []) if not (out / name).is_file()]
+        if missing:  # a kept record whose files are gone: computed again, not trusted
+            print(f"{cell.name}: {', '.join(missing)} missing from {out}: computing it again",
+                  file=sys.stderr, flush=True)
+            pieces.path(cell.name).unlink()
+            record = pieces.get(cell.name, config, lambda: self.compute(run))
+        return record
+
+
+def own_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A cell's record without the runner's ``config`` and ``seconds``."""
+    return {key: value for key, value in record.items() if key not in ("config", "seconds")}
+
+
+def record_digest(record: Mapping[str, Any]) -> str:
+    """A digest of a record's content (its ``seconds`` left out: a rerun's time differs)."""
+    content = {key: value for key, value in record.items() if key != "seconds"}
+    text = json.dumps(content, sort_keys=True, allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def declared_cells(cells: Iterable[Cell]) -> list[Cell]:
@@ -241,7 +287,10 @@ def declared_cells(cells: Iterable[Cell]) -> list[Cell]:
     return checked
 
 
-def run_cells(
+Finished = tuple[Cell, "dict | None", "BaseException | None"]
+
+
+def _run_cells(
     cells: Sequence[Cell],
     piece: Callable[[Cell, Records], dict],
     pieces: Pieces,
@@ -249,34 +298,64 @@ def run_cells(
 ) -> dict[str, dict]:
     """Every cell's record by name: ``piece(cell, needed)``, ``jobs`` at a time in threads.
 
-    A cell starts once the cells it needs are done, declared order first.
-    After a failure or Ctrl-C no new piece starts (``pieces.stop``), the
-    running ones finish and are written, and the cause is raised.
+    ``cells`` as :func:`declared_cells` returns them. A cell starts once the
+    cells it needs are done, declared order first. After a failure no new cell
+    starts (``pieces.stop``), the running ones finish and are kept, and the
+    first failure other than :class:`~stanflow.pieces.Stopped` is raised (the
+    others said on stderr). On Ctrl-C likewise, saying which cells are still
+    running; a second Ctrl-C abandons them (their results are not kept, and
+    their threads end with the process).
     """
     records: dict[str, dict] = {}
     waiting = list(cells)
-    running: dict[Future, Cell] = {}
+    running: dict[str, Cell] = {}
+    finished: queue.Queue[Finished] = queue.Queue()
+    failures: list[tuple[Cell, BaseException]] = []
 
-    def guarded(cell: Cell, needed: Records) -> dict:
+    def work(cell: Cell, needed: Records) -> None:
         try:
-            return piece(cell, needed)
-        except BaseException:
+            finished.put((cell, piece(cell, needed), None))
+        except BaseException as error:
             pieces.stop.set()  # before any other cell can start a piece
-            raise
+            finished.put((cell, None, error))
 
-    pool = ThreadPoolExecutor(max_workers=jobs)
+    def collect() -> None:
+        cell, record, error = finished.get()
+        del running[cell.name]
+        if error is not None:
+            failures.append((cell, error))
+        elif record is not None:
+            records[cell.name] = record
+
     try:
-        while waiting or running:
+        while running or (waiting and not failures):
             for cell in [c for c in waiting if all(n in records for n in c.needs)]:
-                if len(running) == jobs:
+                if len(running) == jobs or failures:
                     break
                 waiting.remove(cell)
+                running[cell.name] = cell
                 needed = {name: records[name] for name in cell.needs}
-                running[pool.submit(guarded, cell, needed)] = cell
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                records[running.pop(future).name] = future.result()
-    finally:
+                threading.Thread(target=work, args=(cell, needed), name=f"cell {cell.name}",
+                                 daemon=True).start()
+            if not running:  # declared_cells makes this impossible; never wait for nothing
+                raise RuntimeError(f"cells {[c.name for c in waiting]} need cells that never ran")
+            collect()
+    except KeyboardInterrupt:
         pieces.stop.set()
-        pool.shutdown(cancel_futures=True)
+        if running:
+            print(f"stopping: {len(running)} running cell(s) finish and are kept "
+                  f"({', '.join(running)}); Ctrl-C again abandons them", file=sys.stderr, flush=True)
+            try:
+                while running:
+                    collect()
+            except KeyboardInterrupt:
+                pieces.abandon()
+                raise
+        raise
+    pieces.stop.set()
+    if failures:
+        causes = [f for f in failures if not isinstance(f[1], Stopped)] or failures
+        for cell, error in causes[1:]:
+            print(f"cell {cell.name} failed too: {error!r}", file=sys.stderr, flush=True)
+        raise causes[0][1]
     return {cell.name: records[cell.name] for cell in cells}

@@ -26,8 +26,11 @@ from typing import Any
 
 from stanflow.atomic import write_json
 
-_open_stores: list[dict[Path, Pieces]] = []
-"""Per running :func:`opened_stores` block (innermost last), the stores opened in it, by folder."""
+_local = threading.local()
+"""Per thread, the open :func:`opened_stores` blocks (``blocks``: innermost last)."""
+
+RESERVED = ("config", "seconds")
+"""Keys of a record that are the store's: a computed piece may not return them."""
 
 
 class Stopped(RuntimeError):
@@ -55,8 +58,9 @@ class Pieces:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
         self.stop = threading.Event()
-        if _open_stores:
-            _open_stores[-1][self.folder] = self
+        self._abandoned = threading.Event()
+        for block in getattr(_local, "blocks", []):
+            block[self.folder] = self
 
     def get(self, name: str, config: Mapping[str, Any], compute: Callable[[], Mapping]) -> dict:
         """The piece ``name``: read back, or computed (its wall ``seconds`` added) and written.
@@ -67,30 +71,56 @@ class Pieces:
             If the stored piece was written with another ``config``; the
             message names the file and every field that differs.
         Stopped
-            If the piece is not stored and :attr:`stop` is set.
+            If the piece is not stored and :attr:`stop` is set, or if the run
+            abandoned it while it was computed (:meth:`abandon`).
+        ValueError
+            If ``compute`` returns one of the store's keys (:data:`RESERVED`).
         """
         path = self.path(name)
         config = json.loads(json.dumps(config))
-        if path.is_file():
-            record = json.loads(path.read_text())
-            stored = record.get("config")
-            if stored != config:
-                raise ConfigurationError(
-                    f"{path} was computed with another configuration "
-                    f"({differences(stored, config)}): choose another --out or remove the file"
-                )
+        record = self._stored(name, config)
+        if record is not None:
             shutil.rmtree(self.scratch(name), ignore_errors=True)  # a crash's leftover
             return record
         if self.stop.is_set():
             raise Stopped(f"not started: {name}")
         start = time.perf_counter()
+        computed = dict(compute())
+        taken = [key for key in RESERVED if key in computed]
+        if taken:
+            raise ValueError(f"piece {name!r}: the keys {taken} are the store's; rename them")
+        if self._abandoned.is_set():
+            raise Stopped(f"abandoned: {name}")
         # seconds: of the run that finished the piece (a resumed piece's earlier runs not counted)
-        record = {"config": config} | dict(compute()) | {"seconds": time.perf_counter() - start}
+        record = {"config": config} | computed | {"seconds": time.perf_counter() - start}
         path.parent.mkdir(parents=True, exist_ok=True)
         write_json(path, record)
         shutil.rmtree(self.scratch(name), ignore_errors=True)
         print(f"done in {record['seconds']:.0f} s: {path}", file=sys.stderr, flush=True)
         return json.loads(path.read_text())
+
+    def check(self, name: str, config: Mapping[str, Any]) -> None:
+        """Raise :class:`ConfigurationError` if the piece ``name`` is stored with another ``config``."""
+        self._stored(name, json.loads(json.dumps(config)))
+
+    def abandon(self) -> None:
+        """Keep nothing more: pieces being computed now are not written when they end."""
+        self.stop.set()
+        self._abandoned.set()
+
+    def _stored(self, name: str, config: Any) -> dict | None:
+        """The stored record of ``name``, if any, checked against ``config``."""
+        path = self.path(name)
+        if not path.is_file():
+            return None
+        record = json.loads(path.read_text())
+        stored = record.get("config")
+        if stored != config:
+            raise ConfigurationError(
+                f"{path} was computed with another configuration "
+                f"({differences(stored, config)}): choose another --out or remove the file"
+            )
+        return record
 
     def path(self, name: str) -> Path:
         """The file of the piece ``name``."""
@@ -99,7 +129,10 @@ class Pieces:
     def finished(self) -> int:
         """How many pieces the folder holds now (each file is complete: written atomically)."""
         files = self.folder.rglob("*.json")
-        return sum(not any(part.endswith(".partial") for part in f.parent.parts) for f in files)
+        return sum(
+            not any(part.endswith(".partial") for part in f.relative_to(self.folder).parent.parts)
+            for f in files
+        )
 
     def scratch(self, name: str) -> Path:
         """The folder where the piece ``name`` may keep its partial state (not made here).
@@ -112,13 +145,14 @@ class Pieces:
 
 @contextlib.contextmanager
 def opened_stores() -> Iterator[dict[Path, Pieces]]:
-    """The :class:`Pieces` stores opened inside the block (this thread's run), by folder."""
+    """The :class:`Pieces` stores this thread opens inside the block (nested blocks too), by folder."""
     stores: dict[Path, Pieces] = {}
-    _open_stores.append(stores)
+    blocks = _local.__dict__.setdefault("blocks", [])
+    blocks.append(stores)
     try:
         yield stores
     finally:
-        _open_stores[:] = [other for other in _open_stores if other is not stores]
+        blocks[:] = [block for block in blocks if block is not stores]
 
 
 def differences(stored: Any, new: Mapping[str, Any]) -> str:

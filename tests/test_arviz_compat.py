@@ -22,6 +22,7 @@ from stanflow import arviz_compat, idata
 from stanflow.arviz_compat import Results, group, group_names
 from stanflow.gibbs import (
     GridBackend,
+    PathSampler,
     calibrate_gpc,
     calibrate_holmes_walker,
     calibrate_path,
@@ -152,8 +153,10 @@ PROGRAM_METHODS = {  # each takes the location template's loss program of Y on [
     "plugin": calibrate_plugin,
     "holmes_walker": calibrate_holmes_walker,
     "gpc": lambda p: calibrate_gpc(p, backend=GridBackend(201), B=50, seed=1),
-    "gibbs_path": lambda p: gibbs_path(p, omega_max=1.0, n_particles=200, seed=1),
-    "calibrate_path": lambda p: calibrate_path(p, B=20, seed=1, n_particles=300),
+    "gibbs_path": lambda p: gibbs_path(p, omega_max=1.0, sampler=PathSampler(n_particles=200),
+                                       seed=1),
+    "calibrate_path": lambda p: calibrate_path(p, B=20, seed=1,
+                                               sampler=PathSampler(n_particles=300, n_moves=3)),
     "wbb_program": lambda p: wbb_program(p, 20, seed=1),
 }
 GROUPS = {

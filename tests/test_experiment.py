@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from stanflow.experiment import Cell, CellRun, Experiment
-from stanflow.pieces import ConfigurationError, Pieces, Stopped
+from stanflow.pieces import ConfigurationError, Pieces, Stopped, opened_stores
 
 
 def test_pieces_are_computed_once_and_another_configuration_names_the_fields(tmp_path):
@@ -191,3 +191,89 @@ def test_the_runners_summary_keys_are_not_the_workflows(tmp_path):
                             compute=dict, summarise=lambda s, r: {"seed": 3})
     with pytest.raises(ValueError, match=r"summary keys \['seed'\] are the runner's"):
         experiment.run(Path(tmp_path), quick=True)
+
+
+def test_the_cause_is_raised_not_the_cells_it_stopped(tmp_path):
+    def compute(run: CellRun) -> dict:
+        if run.cell.name == "a":
+            raise RuntimeError("the cause")
+        return {}
+
+    for attempt in range(20):  # whichever cell's end is collected first
+        experiment = Experiment(settings={"quick": {}, "full": {}}, seed=1, jobs=2,
+                                cells=lambda s: [Cell("a"), Cell("b"), Cell("c")],
+                                compute=compute, summarise=lambda s, r: {})
+        with pytest.raises(RuntimeError, match="the cause"):
+            experiment.run(tmp_path / str(attempt), quick=True)
+
+
+def test_a_cell_is_computed_again_when_a_cell_it_needs_changed(tmp_path):
+    def experiment(x: int) -> Experiment:
+        return Experiment(
+            settings={"quick": {"x": x}, "full": {}}, seed=1, summarise=lambda s, r: {},
+            cells=lambda s: [Cell("a", {"x": s["x"]}), Cell("b", needs=("a",))],
+            compute=lambda run: ({"value": run.params["x"]} if run.cell.name == "a"
+                                 else {"value": 10 * run.needed["a"]["value"]}))
+
+    experiment(1).run(tmp_path, quick=True)
+    with pytest.raises(ConfigurationError, match=r"a\.json .*x: 1 stored, 2 now"):
+        experiment(2).run(tmp_path, quick=True)
+    (tmp_path / "runs" / "a.json").unlink()  # as the message says
+    with pytest.raises(ConfigurationError, match=r"b\.json .*needs\.a: '[0-9a-f]{16}' stored"):
+        experiment(2).run(tmp_path, quick=True)  # b was made from the old a: never mixed in
+    assert json.loads((tmp_path / "runs" / "a.json").read_text())["value"] == 2
+
+
+def test_a_stale_cell_is_found_before_any_work(tmp_path):
+    calls: list[str] = []
+
+    def experiment(n: int) -> Experiment:
+        return Experiment(
+            settings={"quick": {"n": n}, "full": {}}, seed=1, summarise=lambda s, r: {},
+            cells=lambda s: [Cell("first"), Cell("last", {"n": s["n"]})],
+            compute=lambda run: calls.append(run.cell.name) or {})
+
+    experiment(1).run(tmp_path, quick=True)
+    (tmp_path / "runs" / "first.json").unlink()
+    calls.clear()
+    with pytest.raises(ConfigurationError, match=r"last\.json .*n: 1 stored, 2 now"):
+        experiment(2).run(tmp_path, quick=True)
+    assert calls == []
+
+
+def test_a_kept_cell_whose_files_are_gone_is_computed_again(tmp_path):
+    calls: list[str] = []
+
+    def compute(run: CellRun) -> dict:
+        calls.append(run.cell.name)
+        (run.out / "fit.txt").write_text("draws")
+        return {"files": ["fit.txt"]}
+
+    experiment = Experiment(settings={"quick": {}, "full": {}}, seed=1, compute=compute,
+                            cells=lambda s: [Cell("fit")], summarise=lambda s, r: {})
+    experiment.run(tmp_path, quick=True)
+    experiment.run(tmp_path, quick=True)
+    assert calls == ["fit"]  # read back with its file
+    (tmp_path / "fit.txt").unlink()
+    experiment.run(tmp_path, quick=True)
+    assert calls == ["fit", "fit"] and (tmp_path / "fit.txt").is_file()
+
+
+def test_a_piece_may_not_return_the_stores_keys_and_an_abandoned_one_is_not_kept(tmp_path):
+    pieces = Pieces(tmp_path)
+    with pytest.raises(ValueError, match=r"piece 'x': the keys \['seconds'\] are the store's"):
+        pieces.get("x", {}, lambda: {"seconds": 3})
+
+    def abandoned() -> dict:
+        pieces.abandon()  # a second Ctrl-C while the piece runs
+        return {"value": 1}
+
+    with pytest.raises(Stopped, match="abandoned: y"):
+        pieces.get("y", {}, abandoned)
+    assert not (tmp_path / "y.json").exists()
+
+
+def test_open_stores_are_seen_by_every_enclosing_block(tmp_path):
+    with opened_stores() as outer, opened_stores() as inner:
+        store = Pieces(tmp_path / "runs")
+    assert outer == inner == {tmp_path / "runs": store}

@@ -42,7 +42,16 @@ from stanflow.gibbs.gpc.reweighting import (
     normalise,
     resample_counts,
 )
-from stanflow.gibbs.path import LearningRatePath, PathTarget, cdf, gibbs_path, path_gpc, reweight
+from stanflow.gibbs.path import (
+    LearningRatePath,
+    PathSampler,
+    PathTarget,
+    calibrate_path,
+    cdf,
+    gibbs_path,
+    path_gpc,
+    reweight,
+)
 from stanflow.gibbs.path.coverage import Evaluation, region_statistic
 from stanflow.gibbs.path.gpc_root import find_root
 from stanflow.gibbs.plugin import location_estimate
@@ -81,7 +90,7 @@ def test_path_posteriors_and_log_z_match_the_grid(case):
     make, loss, params, bounds = CASES[case]
     y = make(np.random.default_rng(7))
     program = location_program(y, loss=loss, loss_params=params, bounds=bounds)
-    idata = gibbs_path(program, omega_max=3.0, n_particles=2000, seed=11)
+    idata = gibbs_path(program, omega_max=3.0, sampler=PathSampler(n_particles=2000), seed=11)
     path = arviz_compat.group(idata, "path")
     assert path["omega"].values[0] == 0 and path["omega"].values[-1] == 3.0
     theta = np.linspace(*bounds, 4001)
@@ -115,7 +124,7 @@ def test_conjugate_squared_loss_normal_prior_in_closed_form():
     m0, s0 = 0.5, 2.0
     program = location_program(y, loss="squared", prior="normal",
                                prior_params={"mean": m0, "sd": s0})
-    idata = gibbs_path(program, omega_max=2.0, n_particles=2000, seed=5)
+    idata = gibbs_path(program, omega_max=2.0, sampler=PathSampler(n_particles=2000), seed=5)
     path = arviz_compat.group(idata, "path")
     points = read_points(path)
     tolerance = dkw([e for _, e in points], len(points))
@@ -144,8 +153,11 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
     for bounds in ((0.5, 3.0), (2.5, 9.0)):
         program = location_program(y, bounds=bounds, prior="normal",
                                    prior_params={"mean": 1, "sd": 0.7})
-        idata = gibbs_path(program, n_particles=2000, seed=0)
+        idata = gibbs_path(program, seed=0)
         path = arviz_compat.group(idata, "path")
+        # the default sampler, PathSampler()
+        assert [path.attrs[k] for k in ("n_particles", "n_moves", "target_ess", "moves")] == [
+            2000, 5, 0.5, "rwm"]
         theta = np.linspace(*bounds, 4001)
         sums = grid.loss_sums(theta, y, loss_function("absolute"))
         log_prior = log_prior_on_grid(theta, "normal", {"mean": 1, "sd": 0.7})
@@ -159,7 +171,8 @@ def test_truncated_normal_prior_is_normalised_on_the_box():
 
 def test_schedule_keeps_the_reading_ess_and_extends():
     y = np.random.default_rng(1).gamma(2.0, 1.0, 100)
-    path = LearningRatePath(location_program(y, bounds=(0, 8)), n_particles=1000, seed=2)
+    path = LearningRatePath(location_program(y, bounds=(0, 8)),
+                            sampler=PathSampler(n_particles=1000), seed=2)
     path.extend(1.0)
     first = len(path.levels)
     path.extend(4.0)
@@ -181,7 +194,8 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
     but every omega is read from them by importance weights."""
     y = np.random.default_rng(2).gamma(2.0, 1.0, 100)
     program = location_program(y, bounds=(0, 8))
-    idata = gibbs_path(program, omega_max=1.0, q=0.99, n_particles=2000, seed=3)
+    idata = gibbs_path(program, omega_max=1.0, q=0.99, sampler=PathSampler(n_particles=2000),
+                       seed=3)
     path = arviz_compat.group(idata, "path")
     assert path.attrs["q"] == 0.99
     theta = np.linspace(0, 8, 4001)
@@ -194,8 +208,9 @@ def test_q_path_endpoint_and_reweighted_levels_match_the_grid():
         assert np.max(np.abs(cdf(read, theta)[0] - grid.cdf(exact))) < tol
     end = grid.posterior(theta, sums, 1.0)
     assert abs(reads[-1].log_z - float(end.log_z)) < Z_TOL * reads[-1].log_z_se
+    q_path = LearningRatePath(program, q=0.99, sampler=PathSampler(n_particles=100))
     with pytest.raises(ValueError, match="cannot be extended"):
-        LearningRatePath(program, q=0.99, n_particles=100).extend(1.0).extend(2.0)
+        q_path.extend(1.0).extend(2.0)
 
 
 # ---------------------------------------------------------------- GPC on the path
@@ -252,7 +267,7 @@ def test_root_found_gpc_equals_the_bootstrap_fixed_point():
         y = rng.gamma(2.0, 1.0, 100)
         estimate = location_estimate(y, loss_function("absolute"), 0.0, 8.0)
         program = location_program(y, bounds=(0, 8))
-        path = LearningRatePath(program, n_particles=4000, n_moves=3, seed=r)
+        path = LearningRatePath(program, sampler=PathSampler(n_particles=4000, n_moves=3), seed=r)
         c = path_gpc(path, [estimate], seed=r)
         root, se = float(c["omega"]), float(c["omega_se"])
         assert bool(c["converged"]) and float(c["coverage"]) == 0.95
@@ -275,7 +290,7 @@ def test_path_gpc_on_a_linear_model_reads_resamples_from_a_wider_level():
     program = linear_program(y, X, loss="check", loss_params={"tau": 0.5}, prior="normal",
                              prior_params={"mean": 0, "sd": 10})
     estimate = program.estimate().theta
-    path = LearningRatePath(program, n_particles=2000, n_moves=3, seed=0)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=2000, n_moves=3), seed=0)
     c = path_gpc(path, estimate, seed=1)
     assert c.attrs["region"] == "weighted Mahalanobis ellipsoid"
     assert bool(c["converged"]) and 0.5 < float(c["omega"]) < 1.5
@@ -298,10 +313,15 @@ def test_bad_input_gives_clear_errors_before_sampling():
         gibbs_path(program, omega_max=-1.0)
     with pytest.raises(ValueError, match="omega_max must be positive"):
         gibbs_path(program, omega_max=float("nan"))
+    # the sampler's own fields are checked when it is made (test_gibbs_path_sampler.py);
+    # what depends on the program or on q, when the path is
     with pytest.raises(ValueError, match=r"n_particles must be an integer >= 100 \(50 per parameter\)"):
-        gibbs_path(linear_program(y, np.ones((30, 2)), bounds=(0, 8)), n_particles=99)
-    with pytest.raises(ValueError, match="n_particles"):
-        gibbs_path(program, n_particles=10)
+        gibbs_path(linear_program(y, np.ones((30, 2)), bounds=(0, 8)),
+                   sampler=PathSampler(n_particles=99))
+    with pytest.raises(TypeError, match="sampler must be a PathSampler, got dict"):
+        gibbs_path(program, sampler={"n_particles": 100})
+    with pytest.raises(TypeError, match="sampler must be a PathSampler, got int"):
+        calibrate_path(program, sampler=4000)
     with pytest.raises(ValueError, match="prior: unknown prior 'horseshoe'"):
         location_program(y, prior="horseshoe", bounds=(0, 8))
     with pytest.raises(ValueError, match="bounds: the uniform prior is improper"):
@@ -310,22 +330,19 @@ def test_bad_input_gives_clear_errors_before_sampling():
         location_program(y, loss="check", loss_params={"tau": 1.5}, bounds=(0, 8))
     with pytest.raises(ValueError, match="y must"):
         location_program(np.array([]), bounds=(0, 8))
-    with pytest.raises(ValueError, match="moves must be one of"):
-        gibbs_path(program, moves="hmc")
     with pytest.raises(ValueError, match=r"NUTS moves .* need q = 1"):
-        gibbs_path(program, moves="nuts", q=0.5)
-    with pytest.raises(ValueError, match="target_ess"):
-        gibbs_path(program, target_ess=1.0)
+        gibbs_path(program, sampler=PathSampler(moves="nuts"), q=0.5)
     with pytest.raises(TypeError, match="program must be a LossProgram"):
         gibbs_path(y)
     with pytest.raises(ValueError, match="weights must have shape"):
         gibbs_path(program, weights=np.ones(3))
-    path = LearningRatePath(program, n_particles=100)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=100))
     with pytest.raises(ValueError, match="omega0"):
         path_gpc(path, [1.0], omega0=0.0)
     with pytest.raises(ValueError, match="estimate"):
         path_gpc(path, [1.0, 2.0])
-    weighted = LearningRatePath(program, n_particles=100, weights=np.full(30, 2.0))
+    weighted = LearningRatePath(program, sampler=PathSampler(n_particles=100),
+                                weights=np.full(30, 2.0))
     with pytest.raises(ValueError, match="GPC's bootstrap resamples the data itself"):
         path_gpc(weighted, [1.0])
 

@@ -13,7 +13,14 @@ import pytest
 
 from stanflow import arviz_compat
 from stanflow.gibbs import grid, location_program
-from stanflow.gibbs.path import LearningRatePath, calibrate_path, cdf, gibbs_path, reweight
+from stanflow.gibbs.path import (
+    LearningRatePath,
+    PathSampler,
+    calibrate_path,
+    cdf,
+    gibbs_path,
+    reweight,
+)
 from stanflow.gibbs.templates import LOSS_SIGNATURE
 from stanflow.losses import get_loss, loss_function
 from stanflow.models import CompileError
@@ -36,7 +43,7 @@ def test_a_users_loss_file_needs_no_python(cmdstan, tmp_path):
     file.write_text(LOG_COSH)
     y = np.random.default_rng(5).standard_t(3, 80)
     idata = gibbs_path(location_program(y, loss=file, bounds=(-5, 5)), omega_max=2.0,
-                       n_particles=1000, seed=1)
+                       sampler=PathSampler(n_particles=1000), seed=1)
     path = arviz_compat.group(idata, "path")
     assert path.attrs["loss"] == str(file)
     theta = np.linspace(-5, 5, 4001)
@@ -53,7 +60,7 @@ def test_a_shipped_loss_by_file_or_by_name_gives_one_path(cmdstan):
     """The check loss by its file's path and by its name: the same program, so the
     same schedule, particles and log Z from the same seed."""
     y = np.random.default_rng(2).normal(size=60)
-    kwargs = {"omega_max": 1.0, "n_particles": 500, "seed": 3}
+    kwargs = {"omega_max": 1.0, "sampler": PathSampler(n_particles=500), "seed": 3}
     by_file = location_program(y, loss=get_loss("check").stan_file, loss_params=[0.3],
                                bounds=(-4, 4))
     by_name = location_program(y, loss="check", loss_params={"tau": 0.3}, bounds=(-4, 4))
@@ -77,7 +84,7 @@ def test_calibration_rules_from_a_loss_file(cmdstan, tmp_path):
     file.write_text(LOG_COSH)
     y = np.random.default_rng(6).standard_t(3, 80)
     idata = calibrate_path(location_program(y, loss=file, bounds=(-5, 5)), B=50,
-                           n_particles=1000, seed=2)
+                           sampler=PathSampler(n_particles=1000, n_moves=3), seed=2)
     c = idata.calibration
     assert list(c["rule"].values) == ["gpc_path", "plugin", "holmes_walker"]
     u = y - float(c["estimate"][0])
@@ -97,8 +104,9 @@ def test_a_loss_file_with_the_wrong_signature_is_a_clear_error(cmdstan, tmp_path
 def test_nuts_moves_follow_the_grid(cmdstan):
     """NUTS moves through the Gibbs template (run layer), 100 particles."""
     y = np.random.default_rng(3).gamma(2.0, 1.0, 100)
-    path = LearningRatePath(location_program(y, bounds=(0, 8)), n_particles=100, n_moves=2,
-                            moves="nuts", seed=1).extend(1.0).to_dataset()
+    path = LearningRatePath(location_program(y, bounds=(0, 8)),
+                            sampler=PathSampler(n_particles=100, n_moves=2, moves="nuts"),
+                            seed=1).extend(1.0).to_dataset()
     assert path.attrs["moves"] == "nuts"
     assert np.all(path["acceptance"].values[1:] > 0.5)
     theta = np.linspace(0, 8, 2001)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from stanflow.gibbs import linear_program
-from stanflow.gibbs.path import LearningRatePath
+from stanflow.gibbs.path import LearningRatePath, PathSampler
 
 
 @pytest.mark.e2e
@@ -21,7 +21,8 @@ def test_self_tuning_moves_give_the_conjugate_posterior_in_twelve_dimensions(cmd
     y = X @ rng.normal(size=K) + rng.normal(size=n)
     program = linear_program(y, X, loss="squared", prior="normal",
                              prior_params={"mean": 0, "sd": s0})
-    path = LearningRatePath(program, n_particles=2000, n_moves=30, moves="auto", seed=1)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=2000, n_moves=30, moves="auto"),
+                            seed=1)
     path.extend(omega)
     level = path.levels[-1]
     assert level.omega == omega

@@ -146,8 +146,13 @@ def test_adjusted_intervals_have_the_sandwichs_shape(cmdstan):
     y = 1 + 2 * z + rng.normal(size=n) * (0.2 + z**2)
     program = linear_program(y, X, loss="squared", prior="normal",
                              prior_params={"mean": 0, "sd": 100})
-    kwargs = {"seed": 4, "B": 100, "rules": ["plugin"], "n_particles": 4000}
-    plain = calibrate_path(program, **kwargs).calibration
+    kwargs = {"seed": 4, "B": 100, "rules": ["plugin"]}
+    plain_results = calibrate_path(program, **kwargs)
+    # calibrate_path's own default sampler: 4000 particles, 3 random-walk moves
+    path = arviz_compat.group(plain_results, "path")
+    assert [path.attrs[k] for k in ("n_particles", "n_moves", "target_ess", "moves")] == [
+        4000, 3, 0.5, "rwm"]
+    plain = arviz_compat.group(plain_results, "calibration")
     fixed = calibrate_path(program, adjust="sandwich", **kwargs).calibration
     assert plain.attrs["adjust"] == "none" and fixed.attrs["adjust"] == "sandwich"
     plugin = arviz_compat.group(calibrate_plugin(program), "calibration")

@@ -22,6 +22,7 @@ import pytest
 from stanflow import arviz_compat
 from stanflow.gibbs import (
     GridBackend,
+    PathSampler,
     StanBackend,
     calibrate_gpc,
     calibrate_holmes_walker,
@@ -108,7 +109,8 @@ def test_gpc_stan_resample_within_monte_carlo_noise(cmdstan):
 def test_paths(cmdstan):
     y = location_data()
     path = arviz_compat.group(
-        gibbs_path(location_program(y, bounds=(0, 8)), omega_max=2.0, n_particles=1000, seed=6),
+        gibbs_path(location_program(y, bounds=(0, 8)), omega_max=2.0,
+                   sampler=PathSampler(n_particles=1000), seed=6),
         "path")
     reference = REFERENCE["path_location"]
     np.testing.assert_allclose(path["omega"].values, reference["omega"], rtol=1e-12)
@@ -118,7 +120,8 @@ def test_paths(cmdstan):
     yl, X = linear_data()
     program = linear_program(yl, X, loss="check", loss_params={"tau": 0.9}, prior="normal",
                              prior_params={"mean": 0.0, "sd": 10.0})
-    path = arviz_compat.group(gibbs_path(program, omega_max=1.0, n_particles=1000, seed=7), "path")
+    path = arviz_compat.group(
+        gibbs_path(program, omega_max=1.0, sampler=PathSampler(n_particles=1000), seed=7), "path")
     reference = REFERENCE["path_linear"]
     np.testing.assert_allclose(path["log_z"].values, reference["log_z"], rtol=1e-10)
     np.testing.assert_allclose(path["theta"].values.mean(axis=1), reference["mean_beta"],
@@ -126,8 +129,9 @@ def test_paths(cmdstan):
 
 
 def test_calibrate_path(cmdstan):
+    sampler = PathSampler(n_particles=2000, n_moves=3)
     found = calibration(calibrate_path(location_program(location_data()[:80], bounds=(0, 8)),
-                                       B=100, n_particles=2000, seed=8))
+                                       B=100, sampler=sampler, seed=8))
     reference = REFERENCE["calibrate_path"]
     assert found["rule"].values.tolist() == reference["rule"]
     np.testing.assert_allclose(found["rule_omega"].values, reference["rule_omega"], rtol=1e-12)

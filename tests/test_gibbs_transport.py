@@ -20,7 +20,7 @@ from stanflow import arviz_compat
 from stanflow.gibbs import GridBackend, calibrate_gpc, linear_program, location_program, posterior
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
-from stanflow.gibbs.path import LearningRatePath, path_gpc
+from stanflow.gibbs.path import LearningRatePath, PathSampler, path_gpc
 from stanflow.gibbs.path.coverage import (
     LOW_ESS,
     BootstrapProblem,
@@ -62,7 +62,7 @@ def test_resample_losses_are_the_programs(cmdstan):
     """The box's one-row route: each resample's loss equals the sum of the program's
     per-observation losses weighted by its counts."""
     program = regression(80, 3)
-    path = LearningRatePath(program, n_particles=1000, seed=0)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
     counts = resample_counts(bootstrap_indices(80, 4, np.random.SeedSequence(2)), 80)
     z = np.random.default_rng(3).normal(1.0, 0.3, size=(4, 25, 3)) * [1, 0.1, 0.1]
     prior, loss = prior_and_resample_loss(path.target, z, counts.astype(float))
@@ -82,7 +82,7 @@ def test_root_equals_the_bootstrap_fixed_point_of_a_location(cmdstan):
         y = rng.gamma(2.0, 1.0, 100)
         estimate = location_estimate(y, loss_function("absolute"), 0.0, 8.0)
         program = location_program(y, bounds=(0, 8))
-        path = LearningRatePath(program, n_particles=4000, n_moves=3, seed=r)
+        path = LearningRatePath(program, sampler=PathSampler(n_particles=4000, n_moves=3), seed=r)
         c = path_gpc(path, [estimate], seed=r, resamples="transport")
         assert c.attrs["resamples"] == "transport" and bool(c["converged"])
         root, se = float(c["omega"]), float(c["omega_se"])
@@ -104,7 +104,7 @@ def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan)
     n, K, B, omega = 300, 10, 24, 1.0
     program = regression(n, K, seed=5)
     estimate = program.estimate().theta
-    path = LearningRatePath(program, n_particles=2000, n_moves=3, seed=1)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=2000, n_moves=3), seed=1)
     indices = bootstrap_indices(n, B, np.random.SeedSequence(1))
     problem = BootstrapProblem(path, indices, estimate, 0.05)
     coverage = TransportCoverage(problem, seed=2)
@@ -141,7 +141,7 @@ def test_unhealthy_resamples_are_reported_never_hidden(cmdstan):
     resamples read from fewer than LOW_ESS effective draws and warns."""
     y = np.random.default_rng(0).normal(size=60)
     program = location_program(y, loss="squared", bounds=(5, 8))
-    path = LearningRatePath(program, n_particles=1000, seed=0)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         c = path_gpc(path, [5.05], B=40, seed=0, resamples="transport", max_evaluations=4)
@@ -153,7 +153,7 @@ def test_unhealthy_resamples_are_reported_never_hidden(cmdstan):
 def test_bad_input_is_named():
     y = np.random.default_rng(0).normal(size=30)
     program = location_program(y, bounds=(-5, 5))
-    path = LearningRatePath(program, n_particles=1000, seed=0)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
     indices = bootstrap_indices(30, 10, np.random.SeedSequence(0))
     problem = BootstrapProblem(path, indices, np.array([0.0]), 0.05)
     with pytest.raises(ValueError, match="draws must be an int >= 10"):

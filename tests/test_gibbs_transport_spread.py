@@ -17,7 +17,7 @@ import pytest
 
 from stanflow.gibbs import linear_program
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
-from stanflow.gibbs.path import LearningRatePath, path_gpc, transport
+from stanflow.gibbs.path import LearningRatePath, PathSampler, path_gpc, transport
 from stanflow.gibbs.path.coverage import BootstrapProblem
 from stanflow.gibbs.path.transport import TransportCoverage
 from stanflow.runs import DaskExecutor, LocalExecutor, Workers
@@ -38,7 +38,7 @@ def regression(seed=0):
 @pytest.fixture(scope="module")
 def problem(cmdstan):
     program = regression()
-    path = LearningRatePath(program, n_particles=1000, seed=3)
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=3)
     indices = bootstrap_indices(N, B, np.random.SeedSequence(4))
     return BootstrapProblem(path, indices, program.estimate().theta, 0.05)
 

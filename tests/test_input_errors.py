@@ -36,7 +36,7 @@ from stanflow.losses import functions, get_loss, loss_function, loss_parameters
 from stanflow.models import CompileError, program_path
 from stanflow.qpaths.stan_density import stan_log_density
 from stanflow.signatures import PENALTY
-from stanflow.wbb import wbb_lasso, wbb_ridge, wbb_trend_filter
+from stanflow.wbb import GlmProblem, wbb_lasso, wbb_ridge, wbb_trend_filter
 from stanflow.wbb.inprocess import WeightedGlm, wbb_glm_inprocess
 from stanflow.wbb.stan_optimize import wbb_glm
 
@@ -156,12 +156,12 @@ def test_the_replicated_plugin_and_lcvi_bind_the_same_way(tmp_path):
 
 
 def test_wbb_in_process_takes_a_mapping_and_evaluates_the_loss_it_names(cmdstan):
-    problem = WeightedGlm(X, Y, 0.0, loss="check", loss_params={"tau": 0.5})
-    assert problem.loss_params.tolist() == [0.5]
+    problem = GlmProblem(X, Y, 0.0, loss="check", loss_params={"tau": 0.5})
+    assert problem.loss_params == (0.5,)
     beta, w = np.array([0.3, -0.2]), RNG.exponential(size=len(Y))
-    value, _ = problem.objective(beta, w, 1.0)
+    value, _ = WeightedGlm(problem).objective(beta, w, 1.0)
     assert value == pytest.approx(np.sum(w * functions.check(Y, X @ beta, 0.5)), rel=1e-12)
-    listed = WeightedGlm(X, Y, 0.0, loss="check", loss_params=[0.5])
+    listed = WeightedGlm(GlmProblem(X, Y, 0.0, loss="check", loss_params=[0.5]))
     assert listed.objective(beta, w, 1.0)[0] == value
 
 
@@ -169,22 +169,22 @@ def test_wbb_through_cmdstan_binds_before_compiling_and_solves_with_the_vector(
     no_compile, monkeypatch
 ):
     with pytest.raises(ValueError, match=r"loss_params: loss 'check' takes \['tau'\]"):
-        wbb_glm(X, Y, 1.0, 2, seed=1, loss="check", loss_params={"q": 0.5})
+        GlmProblem(X, Y, 1.0, loss="check", loss_params={"q": 0.5})
     seen = {}
 
     class Solved(Exception):
         pass
 
-    def solver(*args, **kwargs):
-        seen.update(kwargs)
+    def solver(model, problem, *args, **kwargs):
+        seen["problem"] = problem
         raise Solved
 
     monkeypatch.setattr(stanflow.wbb.stan_optimize, "glm_model", lambda loss, penalty: None)
     monkeypatch.setattr(stanflow.wbb.stan_optimize, "optimize_draws", solver)
     with pytest.raises(Solved):
-        wbb_glm(X, Y, 1.0, 2, seed=1, loss="check", loss_params={"tau": 0.5},
-                penalty="pseudo_huber", penalty_params={"delta": 0.1})
-    assert seen["loss_params"] == (0.5,) and seen["penalty_params"] == (0.1,)
+        wbb_glm(GlmProblem(X, Y, 1.0, loss="check", loss_params={"tau": 0.5},
+                           penalty="pseudo_huber", penalty_params={"delta": 0.1}), 2, seed=1)
+    assert seen["problem"].loss_params == (0.5,) and seen["problem"].penalty_params == (0.1,)
 
 
 # -- the WBB drivers: every check before any solve or compile --------------------
@@ -213,8 +213,8 @@ def test_wbb_settings_are_checked_before_any_compile_or_solve(
     arguments = {"B": 2, "seed": 1, **settings}
     B = arguments.pop("B")
     calls = [
-        lambda: wbb_glm_inprocess(X, Y, 1.0, B, **arguments),
-        lambda: wbb_glm(X, Y, 1.0, B, **arguments),
+        lambda: wbb_glm_inprocess(GlmProblem(X, Y, 1.0), B, **arguments),
+        lambda: wbb_glm(GlmProblem(X, Y, 1.0), B, **arguments),
         lambda: wbb_lasso(X, Y, 1.0, B, **arguments),
         lambda: wbb_ridge(X, Y, 1.0, B, **arguments),
         lambda: wbb_trend_filter(Y, 1.0, 1, B, **arguments),
@@ -228,16 +228,26 @@ def test_wbb_settings_are_checked_before_any_compile_or_solve(
     "arguments, message",
     [
         ({"feature_names": ["a"]}, "feature_names must have 2 entries, got 1"),
-        ({"gtol": 0.0}, "gtol must be finite and > 0"),
-        ({"max_iter": 0}, "max_iter must be an int >= 1"),
         ({"loss_params": [1.0]}, r"loss_params: loss 'squared' takes no parameters, got 1"),
         ({"penalty": "pseudo_huber"}, r"penalty_params: pseudo_huber.stanfunctions takes 1"),
         ({"loss": "pinball"}, "loss: unknown loss 'pinball' .*stanflow calls it check"),
     ],
 )
-def test_wbb_in_process_checks_its_problem_before_compiling(no_compile, arguments, message):
+def test_a_wbb_glm_problem_is_checked_when_it_is_made(no_compile, arguments, message):
     with pytest.raises(ValueError, match=message):
-        wbb_glm_inprocess(X, Y, 1.0, 2, seed=1, **arguments)
+        GlmProblem(X, Y, 1.0, **arguments)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        ({"gtol": 0.0}, "gtol must be finite and > 0"),
+        ({"max_iter": 0}, "max_iter must be an int >= 1"),
+    ],
+)
+def test_wbb_in_process_checks_its_solver_options_before_compiling(no_compile, arguments, message):
+    with pytest.raises(ValueError, match=message):
+        wbb_glm_inprocess(GlmProblem(X, Y, 1.0), 2, seed=1, **arguments)
 
 
 # -- Gibbs bounds --------------------------------------------------------------------
@@ -290,8 +300,7 @@ def test_a_wrong_loss_signature_names_the_file_before_any_compile(
         lambda: gibbs.location_program(Y, loss=file, bounds=(-3, 3)),
         lambda: gibbs.linear_program(Y, X, loss=file),
         lambda: loss_function(file),
-        lambda: WeightedGlm(X, Y, 1.0, loss=file),
-        lambda: wbb_glm(X, Y, 1.0, 2, seed=1, loss=file),
+        lambda: GlmProblem(X, Y, 1.0, loss=file),  # both WBB GLM drivers take this problem
     ]
     for call in calls:
         with pytest.raises(CompileError) as error:
@@ -305,7 +314,7 @@ def test_a_wrong_penalty_signature_names_the_file_before_any_compile(
 ):
     file = _write(tmp_path, "wrong_penalty", ONE_ARGUMENT_PENALTY)
     with pytest.raises(CompileError, match=f"penalty file {file}; it must define") as error:
-        WeightedGlm(X, Y, 1.0, penalty=file)
+        GlmProblem(X, Y, 1.0, penalty=file)
     assert PENALTY.signature in str(error.value)
 
 

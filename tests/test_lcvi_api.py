@@ -18,6 +18,7 @@ import stanflow.lcvi as lcvi_package
         ("results", ["Loop", "PlainVI", "Step", "to_idata"]),
         ("decision_step", ["empirical_risk", "predictive_decisions", "settled"]),
         ("utility_transform", ["utility_from_losses", "utility_scale"]),
+        ("utility", ["Utility", "utility_term"]),
     ],
 )
 def test_public_names_are_the_same_objects_in_the_package_and_their_module(

@@ -29,7 +29,7 @@ import pytest
 from scipy.optimize import minimize
 from scipy.stats import norm
 
-from stanflow.lcvi import normal_mean, run_lcvi
+from stanflow.lcvi import Utility, normal_mean, run_lcvi
 
 pytestmark = pytest.mark.e2e
 
@@ -84,7 +84,7 @@ def loop(cmdstan):
         problem,
         "check",
         tau=Q,
-        scale=M,
+        utility=Utility(scale=M),
         tol=0.002,
         seed=5,
         branch_iter=2000,

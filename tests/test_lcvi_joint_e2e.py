@@ -25,7 +25,7 @@ import pytest
 from scipy.optimize import minimize_scalar
 from scipy.stats import norm
 
-from stanflow.lcvi import run_lcvi_joint
+from stanflow.lcvi import Utility, run_lcvi_joint
 from stanflow.lcvi.joint_optimiser import joint_model
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.lcvi.problem import eight_schools, normal_mean
@@ -56,7 +56,8 @@ def _utility_from_log_density(problem, z, h, eps_y, kind, scale, estimator):
     S = eps_y.shape[0]
     values = []
     for weight in (1.0, 0.0):
-        joint = joint_model(problem.bind(LOSS), kind, scale, estimator, S, weight)
+        utility = Utility(kind=kind, scale=scale, estimator=estimator, n_outcomes=S)
+        joint = joint_model(problem.bind(LOSS), utility, weight)
         values.append(joint.library.log_density(_point(joint, z, h, eps_y), propto=False))
     return values[0] - values[1]
 
@@ -94,7 +95,7 @@ def test_matrix_factorisation_joint_utility_term_matches_numpy(cmdstan):
 
 
 def test_joint_gradient_equals_finite_differences(cmdstan):
-    joint = joint_model(SCHOOLS.bind(LOSS), "linear", 40.0, "naive", 3, 1.0)
+    joint = joint_model(SCHOOLS.bind(LOSS), Utility(scale=40.0, estimator="naive", n_outcomes=3), 1.0)
     rng = np.random.default_rng(2)
     z = np.concatenate([[4.0, np.log(3.0)], rng.normal(5.0, 4.0, 8)])
     point = _point(joint, z, rng.normal(5.0, 5.0, 8), rng.standard_normal((3, 8)))
@@ -119,7 +120,8 @@ def test_joint_gradient_equals_finite_differences(cmdstan):
 def normal_mean_joint(cmdstan):
     problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
     return run_lcvi_joint(
-        problem, "check", tau=TAU, scale=M, iter=10_000, lr=0.05, average=0.5, seed=2
+        problem, "check", tau=TAU, utility=Utility(scale=M), iter=10_000, lr=0.05, average=0.5,
+        seed=2
     )
 
 
@@ -150,7 +152,7 @@ def test_joint_lcvi_reaches_the_closed_form_optimum(normal_mean_joint):
 
 def test_a_part_run_alone_is_the_same_as_in_a_run_of_both(cmdstan):
     problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
-    options = {"scale": M, "iter": 300, "record_every": 100, "seed": 5}
+    options = {"utility": Utility(scale=M), "iter": 300, "record_every": 100, "seed": 5}
     both = run_lcvi_joint(problem, "check", tau=TAU, **options)
     vi = run_lcvi_joint(problem, "check", tau=TAU, parts="vi", **options)
     lcvi = run_lcvi_joint(problem, "check", tau=TAU, parts="lcvi", **options)
@@ -172,7 +174,7 @@ def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
     from stanflow.lcvi import joint_optimiser
 
     problem = normal_mean(Y, 1.0, prior_sd=PRIOR_SD)
-    options = {"scale": M, "iter": 300, "record_every": 100, "average": 0.5,
+    options = {"utility": Utility(scale=M), "iter": 300, "record_every": 100, "average": 0.5,
                "outcomes": "fixed", "seed": 5}
     whole = run_lcvi_joint(problem, "check", tau=TAU, **options)
     calls, gradient = [], joint_optimiser.log_density_gradient_rows
@@ -210,11 +212,9 @@ def test_a_run_stopped_and_rerun_from_its_checkpoints_is_the_uninterrupted_run(
         ({"grad_samples": 1.5}, "grad_samples"),
         ({"lr": -0.1}, "lr"),
         ({"average": 1.0}, "average"),
-        ({"kind": "log"}, "kind"),
-        ({"estimator": "exact"}, "estimator"),
-        ({"scale": -1.0}, "scale"),
         ({"parts": "decisions"}, "parts"),
-        ({"parts": "lcvi"}, "scale"),
+        ({"parts": "lcvi"}, r"scale: LCVI alone \(parts='lcvi'\) needs the scale M or gamma"),
+        ({"parts": "lcvi", "utility": Utility(percentile=50)}, "scale: LCVI alone"),
         ({"checkpoint_every": 0}, "checkpoint_every"),
     ],
 )
@@ -222,3 +222,17 @@ def test_bad_input_fails_before_any_compilation(options, match):
     problem = normal_mean(Y, 1.0)
     with pytest.raises(ValueError, match=match):
         run_lcvi_joint(problem, "check", tau=TAU, **options)
+
+
+def test_the_utility_term_is_a_utility_and_comes_back_with_its_scale(cmdstan):
+    problem = normal_mean(Y, 1.0)
+    with pytest.raises(TypeError, match="utility must be a Utility, got str"):
+        run_lcvi_joint(problem, "check", tau=TAU, utility="linear")
+    given = Utility(kind="exp", scale=2.0, n_outcomes=2)
+    joint = run_lcvi_joint(problem, "check", tau=TAU, utility=given, iter=20, record_every=10,
+                           n_draws=50)
+    assert joint.utility == given
+    found = run_lcvi_joint(problem, "check", tau=TAU, utility=Utility(kind="exp", n_outcomes=2),
+                           iter=20, record_every=10, n_draws=50, parts="vi")
+    assert found.utility.scale > 0 and found.utility == Utility(
+        kind="exp", scale=found.utility.scale, n_outcomes=2)

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from stanflow.lcvi import eight_schools, lcvi, normal_mean, run_lcvi
+from stanflow.lcvi import Utility, eight_schools, lcvi, normal_mean, run_lcvi
 from stanflow.lcvi.decision_step import empirical_risk, settled
 from stanflow.lcvi.utility import normal_outcomes, utility_per_theta
 from stanflow.losses import bound_loss
@@ -97,8 +97,7 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
         SCHOOLS,
         "check",
         tau=0.2,
-        kind="exp",
-        estimator="naive",
+        utility=Utility(kind="exp", estimator="naive"),
         decision="utility",
         algorithm="fullrank",
         seed=4,
@@ -111,9 +110,11 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
     step = loop.steps[-1]
     z = step.state.draws(loop.eps_theta)
     y = normal_outcomes(z[:, 2:], np.array(SCHOOLS.data["sigma"]), loop.eps_y)  # (mu, log tau, theta)
-    best = utility_per_theta(y, step.decisions, loop.loss, "exp", loop.scale, "naive").mean()
+    scale = loop.utility.scale
+    assert loop.utility == Utility(kind="exp", scale=scale, estimator="naive")  # the scale set
+    best = utility_per_theta(y, step.decisions, loop.loss, "exp", scale, "naive").mean()
     for shift in (-0.05, 0.05):
-        other = utility_per_theta(y, step.decisions + shift, loop.loss, "exp", loop.scale, "naive")
+        other = utility_per_theta(y, step.decisions + shift, loop.loss, "exp", scale, "naive")
         assert best >= other.mean()
     assert np.all(np.isfinite([s.elbo for s in loop.steps]))
 
@@ -126,13 +127,7 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
         (lambda: lcvi(SCHOOLS, "check", q=0.2), r"loss 'check' takes \['tau'\]; missing \['tau'\]"),
         (lambda: lcvi(SCHOOLS, "tilted", q=0.2), "unknown loss 'tilted' \\(stanflow calls it check"),
         (lambda: lcvi(SCHOOLS, "hubber"), "loss: unknown loss 'hubber'"),
-        (lambda: lcvi(SCHOOLS, "squared", scale=-1.0), r"scale \(M\) must be positive"),
-        (lambda: lcvi(SCHOOLS, "squared", kind="exp", scale=0.0), r"scale \(gamma\)"),
-        (
-            lambda: lcvi(SCHOOLS, "squared", kind="log"),
-            "utility: unknown utility 'log'",
-        ),
-        (lambda: lcvi(SCHOOLS, "squared", n_outcomes=0), "n_outcomes must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", kind="exp"), r"loss_params: .* unknown \['kind'\]"),
         (lambda: lcvi(SCHOOLS, "squared", n_draws=0), "n_draws must be >= 1"),
         (lambda: lcvi(SCHOOLS, "squared", decision="mode"), "decision must be one of"),
         (lambda: lcvi(SCHOOLS, "squared", branch_iter=10000), r"branch_iter must be in \[1, iter\)"),
@@ -152,13 +147,16 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
         ),
         (lambda: lcvi(SCHOOLS, "squared", tol=0), "tol must be positive"),
         (lambda: lcvi(SCHOOLS, "squared", algorithm="rank"), "algorithm must be"),
-        (lambda: lcvi(SCHOOLS, "squared", estimator="plain"), "estimator: unknown"),
-        (lambda: lcvi(SCHOOLS, "squared", percentile=0), "percentile must be in"),
     ],
 )
 def test_loop_rejects_bad_input_before_running(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_loop_takes_the_utility_term_as_a_utility_only():
+    with pytest.raises(TypeError, match="utility must be a Utility, got dict"):
+        run_lcvi(SCHOOLS, "squared", utility={"kind": "exp"})
 
 
 @pytest.mark.e2e

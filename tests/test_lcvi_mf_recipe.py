@@ -27,6 +27,7 @@ from _lcvi_mf_recipe import (
     utility_gradient,
 )
 
+from stanflow.lcvi import Utility
 from stanflow.lcvi.joint_optimiser import joint_model
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.losses import bound_loss
@@ -45,7 +46,7 @@ def _problem(seed: int = 3, noise_sd: float = 1.0):
 @pytest.mark.parametrize("kind, scale, coefficient", [("exp", 0.7, 0.7), ("linear", 4.0, 0.25)])
 def test_twin_equals_the_stan_file(cmdstan, kind, scale, coefficient):
     problem = _problem()
-    joint = joint_model(problem.bind(LOSS), kind, scale, "linearised", 1, 1.0)
+    joint = joint_model(problem.bind(LOSS), Utility(kind=kind, scale=scale, n_outcomes=1), 1.0)
     rng = np.random.default_rng(8)
     U, V = rng.normal(size=(I, K)), rng.normal(size=(J, K))
     h, eps_y = rng.normal(size=problem.n), rng.standard_normal(problem.n)

@@ -195,7 +195,7 @@ def test_the_loop_with_a_loss_file_takes_the_shipped_losss_decisions(cmdstan):
     # plain VI is the same run: its decisions differ by the mixture rule's error
     for mine, theirs in zip(numeric.steps, shipped.steps, strict=True):
         assert mine.decisions == pytest.approx(theirs.decisions, abs=LOOP_TOL)
-    assert numeric.scale == pytest.approx(shipped.scale, rel=LOOP_TOL)
+    assert numeric.utility.scale == pytest.approx(shipped.utility.scale, rel=LOOP_TOL)
 
 
 def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):

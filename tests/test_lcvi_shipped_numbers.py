@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stanflow.lcvi import eight_schools, normal_mean, run_lcvi, run_lcvi_joint
+from stanflow.lcvi import Utility, eight_schools, normal_mean, run_lcvi, run_lcvi_joint
 from stanflow.lcvi.mf import matrix_factorisation, split_cells
 from stanflow.workflows import DATA_DIR
 
@@ -43,8 +43,8 @@ LOOPS = {
         _schools(), "check", tau=0.2, seed=3, decision_every=500, tol=10.0,
         advi_args={"iter": 2000}),
     "eight_schools_utility_exp": lambda: run_lcvi(
-        _schools(), "check", tau=0.8, kind="exp", estimator="naive", decision="utility", seed=4,
-        tol=10.0, advi_args={"iter": 1500, "grad_samples": 4}),
+        _schools(), "check", tau=0.8, utility=Utility(kind="exp", estimator="naive"),
+        decision="utility", seed=4, tol=10.0, advi_args={"iter": 1500, "grad_samples": 4}),
     "normal_mean_huber": lambda: run_lcvi(
         _normal_mean(), "huber", delta=1.0, seed=2, tol=10.0, advi_args={"iter": 1000}),
     "matrix_factorisation_check": lambda: run_lcvi(
@@ -61,7 +61,7 @@ def _close(got, expected):
 def test_loop_numbers_are_the_templates(cmdstan, name):
     loop, expected = LOOPS[name](), REFERENCE[name]
     assert loop.settled == expected["settled"]
-    _close(loop.scale, expected["scale"])
+    _close(loop.utility.scale, expected["scale"])
     _close([s.decisions for s in loop.steps], expected["decisions"])
     for key in ("risk", "elbo", "utility"):
         _close([getattr(s, key) for s in loop.steps], expected[key])
@@ -75,7 +75,7 @@ def test_joint_numbers_are_the_templates(cmdstan, name, program):
     joint = run_lcvi_joint(program(), "check", tau=0.2, iter=300, record_every=100, seed=6,
                            n_draws=200)
     expected = REFERENCE[f"joint_{name}"]
-    _close(joint.scale, expected["scale"])
+    _close(joint.utility.scale, expected["scale"])
     _close(joint.vi.decisions, expected["vi_decisions"])
     _close(joint.lcvi.decisions, expected["lcvi_decisions"])
     _close(joint.lcvi.h, expected["lcvi_h"])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from scipy.stats import norm
 
 from stanflow.lcvi import utility as utility_module
 from stanflow.lcvi.utility import (
+    Utility,
     normal_outcomes,
     outcome_base_samples,
     theta_draws,
@@ -185,3 +188,44 @@ def test_outcome_base_samples_are_stratified_and_antithetic(S):
     d = 0.7
     assert np.allclose(((d + eps) ** 2).mean(axis=0), d**2 + (eps**2).mean(axis=0))
     assert outcome_base_samples(S, 3, np.random.default_rng(0), stratified=False).shape == (S, 3)
+
+
+def test_the_utility_term_object_has_the_defaults_of_the_paper():
+    assert Utility() == Utility(kind="linear", scale=None, percentile=90.0,
+                                estimator="linearised", n_outcomes=5)
+    # numbers of any type are kept as the floats and ints the procedures use
+    given = Utility(kind="exp", scale=np.float32(0.5), percentile=75, n_outcomes=np.int64(2))
+    assert (type(given.scale), type(given.percentile), type(given.n_outcomes)) == (float, float, int)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        given.scale = 1.0  # type: ignore[misc]
+
+
+def test_a_utility_term_takes_its_scale_from_losses_at_its_percentile():
+    losses = np.arange(1.0, 101.0)
+    assert Utility(percentile=50).scaled(losses) == Utility(percentile=50, scale=50.5)
+    assert Utility(kind="exp").scaled(losses).scale == pytest.approx(1 / np.percentile(losses, 90))
+    with pytest.raises(ValueError, match="scale: the loop needs the scale M or gamma"):
+        Utility().given_scale("the loop")
+    assert Utility(scale=3).given_scale("the loop") == 3.0
+
+
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"kind": "log"}, r"kind: unknown utility 'log'; known: \['linear', 'exp'\]"),
+        ({"scale": -1.0}, r"scale \(M\) must be positive, got -1.0"),
+        ({"kind": "exp", "scale": 0.0}, r"scale \(gamma\) must be positive"),
+        ({"scale": np.inf}, "scale must be finite"),
+        ({"scale": "big"}, "scale must be a real number, got 'big'"),
+        ({"percentile": 0}, r"percentile must be in \(0, 100\], got 0"),
+        ({"percentile": 100.5}, r"percentile must be in \(0, 100\]"),
+        ({"percentile": None}, "percentile must be a real number, got None"),
+        ({"estimator": "plain"}, "estimator: unknown estimator 'plain'"),
+        ({"n_outcomes": 0}, "n_outcomes must be an integer >= 1, got 0"),
+        ({"n_outcomes": 2.0}, "n_outcomes must be an integer >= 1, got 2.0"),
+        ({"n_outcomes": True}, "n_outcomes must be an integer >= 1, got True"),
+    ],
+)
+def test_a_utility_term_rejects_bad_fields_naming_them(fields, message):
+    with pytest.raises(ValueError, match=message):
+        Utility(**fields)

@@ -16,6 +16,7 @@ from stanflow.gibbs import (
     ContractError,
     GridBackend,
     LossProgram,
+    PathSampler,
     StanBackend,
     calibrate_gpc,
     calibrate_holmes_walker,
@@ -190,7 +191,8 @@ def test_nuts_at_any_omega_and_weights_follows_the_closed_form(cmdstan, normal_d
 def test_the_path_gives_log_z_and_posteriors_at_every_omega(cmdstan, normal_data, weighted):
     program = power_normal(normal_data)
     weights = np.random.default_rng(13).exponential(size=len(normal_data)) if weighted else None
-    result = gibbs_path(program, omega_max=2.0, n_particles=4000, seed=5, weights=weights)
+    result = gibbs_path(program, omega_max=2.0, sampler=PathSampler(n_particles=4000), seed=5,
+                        weights=weights)
     path = arviz_compat.group(result, "path")
     table = arviz_compat.group(result, "path_functionals")
     assert path.attrs["particle_space"] == "unconstrained"
@@ -267,7 +269,8 @@ def test_wbb_draws_are_the_weighted_optima(cmdstan, normal_data):
 # -- the path's calibration and SafeBayes ----------------------------------------
 
 def test_calibrate_path_on_a_users_program(cmdstan, normal_data):
-    cal = arviz_compat.group(calibrate_path(power_normal(normal_data), B=100, n_particles=2000,
+    sampler = PathSampler(n_particles=2000, n_moves=3)
+    cal = arviz_compat.group(calibrate_path(power_normal(normal_data), B=100, sampler=sampler,
                                             seed=10), "calibration")
     rules = dict(zip(cal["rule"].values.tolist(), cal["rule_omega"].values, strict=True))
     assert rules["plugin"] == pytest.approx(SIGMA**2 / np.var(normal_data), rel=1e-6)

@@ -26,11 +26,12 @@ PUBLIC = {
     "trend_filtering": ["TrendFilterResult", "trend_filter"],
     "weights": ["bootstrap_weights", "draw_weights"],
     # imported on demand through the package's __getattr__
+    "glm": ["GlmProblem"],
     "stan_optimize": ["wbb_glm"],
     "inprocess": ["WeightedGlm", "lbfgs_draws", "wbb_glm_inprocess"],
     "program": ["wbb_program"],
 }
-ON_DEMAND = {"stan_optimize", "inprocess", "program"}
+ON_DEMAND = {"glm", "stan_optimize", "inprocess", "program"}
 SHARED = {"stanflow.bridge": ["BridgeResult", "bridge_sampling"]}
 """Names WBB exports from modules the package shares with the other methods."""
 

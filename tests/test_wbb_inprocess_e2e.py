@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from stanflow.wbb import bootstrap_weights, solve_ridge
+from stanflow.wbb import GlmProblem, bootstrap_weights, solve_ridge
 from stanflow.wbb.inprocess import WeightedGlm, lbfgs_draws, wbb_glm_inprocess
 from stanflow.wbb.stan_optimize import glm_model, optimize_draws, wbb_glm
 
@@ -69,15 +69,11 @@ def _theta(draws) -> np.ndarray:
     return draws.params["beta"]
 
 
-def _assert_runs_agree(problem: WeightedGlm, w: np.ndarray, wp: np.ndarray, tmp_path) -> None:
+def _assert_runs_agree(problem: GlmProblem, w: np.ndarray, wp: np.ndarray, tmp_path) -> None:
     """In-process optima equal the run layer's on the same weights."""
-    ours = lbfgs_draws(problem, w, wp)
+    ours = lbfgs_draws(WeightedGlm(problem), w, wp)
     model = glm_model(problem.loss_file, problem.penalty_file)
-    theirs = optimize_draws(
-        model, problem.X, problem.y, problem.lam, w, wp, fit_intercept=problem.fit_intercept,
-        loss_params=problem.loss_params, penalty_params=problem.penalty_params, args=TIGHT,
-        out_dir=tmp_path / "runs",
-    )
+    theirs = optimize_draws(model, problem, w, wp, args=TIGHT, out_dir=tmp_path / "runs")
     assert ours.converged.all() and np.all(ours.stats["status"] == 0)
     both = _runs_converged(theirs.converged)
     np.testing.assert_allclose(_theta(ours)[both], _theta(theirs)[both], rtol=RUNS_RTOL, atol=RUNS_ATOL)
@@ -97,8 +93,8 @@ def _runs_converged(converged: np.ndarray) -> np.ndarray:
 def test_squared_ridge_equals_the_closed_form_and_the_run_layer(cmdstan, tmp_path):
     X, y = _data()
     w, wp = bootstrap_weights(4, len(y), 4)
-    problem = WeightedGlm(X, y, 6.0, loss="squared", penalty="ridge", fit_intercept=True)
-    draws = lbfgs_draws(problem, w, wp)
+    problem = GlmProblem(X, y, 6.0, loss="squared", penalty="ridge", fit_intercept=True)
+    draws = lbfgs_draws(WeightedGlm(problem), w, wp)
     # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in solve_ridge().
     exact = solve_ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
     assert draws.converged.all()
@@ -118,12 +114,12 @@ def _logistic_gradient(X: np.ndarray, labels: np.ndarray, lam: float, w: np.ndar
 def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmdstan):
     X, y = _data(n=120, seed=8)
     labels = np.where(y > 0.5, 1.0, -1.0)
-    kwargs = {"loss": "logistic", "penalty": "ridge", "seed": 8, "fit_intercept": True,
-              "feature_names": ["a", "b", "c"]}
-    ours = wbb_glm_inprocess(X, labels, 2.0, 5, **kwargs)
+    problem = GlmProblem(X, labels, 2.0, loss="logistic", penalty="ridge", fit_intercept=True,
+                         feature_names=["a", "b", "c"])
+    ours = wbb_glm_inprocess(problem, 5, seed=8)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a run layer draw may stop early
-        theirs = wbb_glm(X, labels, 2.0, 5, args=TIGHT, **kwargs)
+        theirs = wbb_glm(problem, 5, seed=8, args=TIGHT)
     assert bool(ours.sample_stats.converged.all()) and ours.attrs["n_failed"] == 0
     both = _runs_converged(theirs.sample_stats.converged.values)
     np.testing.assert_array_equal(ours.weights.w.values, theirs.weights.w.values)
@@ -141,7 +137,7 @@ def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmds
     for b in range(5):
         grad = _logistic_gradient(X, labels, 2.0, w[b], wp[b], theta[b])
         assert np.abs(grad).max() < 1e-7 * w[b].sum()
-    cold = wbb_glm_inprocess(X, labels, 2.0, 5, warm_start=False, **kwargs)
+    cold = wbb_glm_inprocess(problem, 5, seed=8, warm_start=False)
     np.testing.assert_allclose(cold.posterior.beta.values, ours.posterior.beta.values,
                                rtol=1e-7, atol=1e-8)
     assert cold.sample_stats.n_iter.values.sum() > ours.sample_stats.n_iter.values.sum()
@@ -150,7 +146,7 @@ def test_logistic_ridge_drivers_agree_with_the_run_layer_and_are_stationary(cmds
 def test_pseudo_huber_penalty_agrees_with_the_run_layer(cmdstan, tmp_path):
     X, y = _data()
     w, wp = bootstrap_weights(6, len(y), 3)
-    problem = WeightedGlm(X, y, 20.0, loss="squared", penalty="pseudo_huber", penalty_params=[0.5])
+    problem = GlmProblem(X, y, 20.0, loss="squared", penalty="pseudo_huber", penalty_params=[0.5])
     _assert_runs_agree(problem, w, wp, tmp_path)
 
 
@@ -166,9 +162,9 @@ def test_a_users_loss_file_with_ridge_agrees_with_the_run_layer(cmdstan, tmp_pat
     y[:5] += 8.0  # outliers, where the pseudo-Huber loss is linear
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     w, wp = bootstrap_weights(9, len(y), 3)
-    problem = WeightedGlm(X, y, 5.0, loss=loss, penalty="ridge", fit_intercept=True, loss_params=[1.0])
+    problem = GlmProblem(X, y, 5.0, loss=loss, penalty="ridge", fit_intercept=True, loss_params=[1.0])
     _assert_runs_agree(problem, w, wp, tmp_path)
-    draws = lbfgs_draws(problem, w, wp)
+    draws = lbfgs_draws(WeightedGlm(problem), w, wp)
     for b in range(3):
         beta = draws.params["beta"][b]
         grad = _pseudo_huber_gradient(X, y, w[b], draws.params["intercept"][b], beta, 5.0 * wp[b] * beta)
@@ -180,9 +176,9 @@ def test_a_users_penalty_file_gives_stationary_points(cmdstan, tmp_path):
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     penalty = _write(tmp_path, "my_log_cosh", LOG_COSH_PENALTY)
     w, wp = bootstrap_weights(10, len(y), 3)
-    problem = WeightedGlm(X, y, 5.0, loss=loss, penalty=penalty, fit_intercept=True,
-                          loss_params=[1.0], penalty_params=[0.1])
-    draws = lbfgs_draws(problem, w, wp)
+    problem = GlmProblem(X, y, 5.0, loss=loss, penalty=penalty, fit_intercept=True,
+                         loss_params=[1.0], penalty_params=[0.1])
+    draws = lbfgs_draws(WeightedGlm(problem), w, wp)
     assert draws.converged.all()
     for b in range(3):
         beta = draws.params["beta"][b]
@@ -196,11 +192,12 @@ def test_a_users_penalty_file_gives_stationary_points(cmdstan, tmp_path):
 
 def test_iteration_limit_is_reported_as_not_converged(cmdstan):
     X, y = _data()
-    draws = lbfgs_draws(WeightedGlm(X, y, 1.0), bootstrap_weights(2, len(y), 3)[0], max_iter=1)
+    problem = GlmProblem(X, y, 1.0)
+    draws = lbfgs_draws(WeightedGlm(problem), bootstrap_weights(2, len(y), 3)[0], max_iter=1)
     assert not draws.converged.any() and np.all(draws.stats["status"] == 1)
     assert np.all(draws.stats["n_iter"] == 1)
     with pytest.warns(RuntimeWarning, match="3 of 3 WBB solves did not converge"):
-        idata = wbb_glm_inprocess(X, y, 1.0, 3, seed=2, max_iter=1, warm_start=False)
+        idata = wbb_glm_inprocess(problem, 3, seed=2, max_iter=1, warm_start=False)
     assert np.isnan(idata.posterior.beta.values).all()
     assert np.all(idata.sample_stats.status.values == 1)
 
@@ -208,27 +205,27 @@ def test_iteration_limit_is_reported_as_not_converged(cmdstan):
 def test_a_rejected_region_is_stepped_back_from_and_its_draws_fail(cmdstan, tmp_path):
     X = np.ones((30, 1))
     y = np.full(30, 10.0)  # the optimum f = 10 lies where the loss rejects
-    problem = WeightedGlm(X, y, 1.0, loss=_write(tmp_path, "bounded", BOUNDED_LOSS))
-    draws = lbfgs_draws(problem, bootstrap_weights(3, 30, 2)[0])
+    problem = GlmProblem(X, y, 1.0, loss=_write(tmp_path, "bounded", BOUNDED_LOSS))
+    draws = lbfgs_draws(WeightedGlm(problem), bootstrap_weights(3, 30, 2)[0])
     assert not draws.converged.any() and np.all(draws.stats["status"] > 0)
     assert np.all(draws.params["beta"] <= 3.0)  # never accepted a rejected point
     assert np.all(draws.params["beta"] > 2.9)  # but went up to the border
     with pytest.raises(RuntimeError, match="2 of 2 WBB solves did not converge"):
-        wbb_glm_inprocess(X, y, 1.0, 2, seed=1, loss=problem.loss_file, on_failure="raise")
+        wbb_glm_inprocess(problem, 2, seed=1, on_failure="raise")
 
 
 def test_draws_do_not_depend_on_their_batch_and_equal_scipy_per_draw(cmdstan):
     X, y = _data(n=150, seed=3)
     labels = np.where(y > 0.5, 1.0, -1.0)
-    kwargs = {"loss": "logistic", "penalty": "ridge", "seed": 3, "fit_intercept": True}
-    together = wbb_glm_inprocess(X, labels, 1.5, 6, **kwargs)
-    in_pairs = wbb_glm_inprocess(X, labels, 1.5, 6, batch_size=2, **kwargs)
+    problem = GlmProblem(X, labels, 1.5, loss="logistic", penalty="ridge", fit_intercept=True)
+    together = wbb_glm_inprocess(problem, 6, seed=3)
+    in_pairs = wbb_glm_inprocess(problem, 6, seed=3, batch_size=2)
     np.testing.assert_allclose(in_pairs.posterior.beta.values, together.posterior.beta.values,
                                rtol=1e-12, atol=1e-14)
-    problem = WeightedGlm(X, labels, 1.5, loss="logistic", fit_intercept=True)
+    glm = WeightedGlm(problem)
     w, wp = together.weights.w.values[0], together.weights.w_prior.values[0]
     for b in range(6):
-        reference = minimize(problem.objective, np.zeros(4), args=(w[b], wp[b]), jac=True,
+        reference = minimize(glm.objective, np.zeros(4), args=(w[b], wp[b]), jac=True,
                              method="L-BFGS-B", options={"gtol": 1e-12, "ftol": 1e-15})
         ours = np.r_[together.posterior.intercept.values[0, b], together.posterior.beta.values[0, b]]
         np.testing.assert_allclose(ours, reference.x, rtol=1e-6, atol=1e-7)
@@ -238,7 +235,7 @@ def test_draws_do_not_depend_on_their_batch_and_equal_scipy_per_draw(cmdstan):
 @pytest.fixture(scope="module")
 def squared_ridge(cmdstan) -> WeightedGlm:
     X, y = _data()
-    return WeightedGlm(X, y, 1.0)
+    return WeightedGlm(GlmProblem(X, y, 1.0))
 
 
 @pytest.mark.parametrize(
@@ -260,31 +257,17 @@ def test_bad_draw_arguments_are_named(squared_ridge, kwargs, message):
         lbfgs_draws(squared_ridge, call.pop("weights"), **call)
 
 
-def test_a_problem_that_is_not_a_weighted_glm_is_refused():
-    with pytest.raises(TypeError, match="problem must be a WeightedGlm, got dict"):
+def test_a_glm_that_is_not_a_weighted_glm_is_refused():
+    with pytest.raises(TypeError, match="glm must be a WeightedGlm, got dict"):
         lbfgs_draws({}, np.ones(80))
+    with pytest.raises(TypeError, match="problem must be a GlmProblem, got dict"):
+        WeightedGlm({})
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"lam": -1.0}, "lam must be finite and >= 0"),
-        ({"X": np.full((80, 3), np.nan)}, "X contains NaN"),
-        ({"y": np.ones(5)}, "X has 80 rows but y has 5 entries"),
-        ({"loss_params": [np.inf]}, r"loss_params: loss 'squared' takes no parameters, got 1"),
-        ({"penalty": "pseudo_huber", "penalty_params": [np.inf]},
-         r"penalty_params\['delta'\] of pseudo_huber.stanfunctions must be finite"),
-        ({"penalty": "pseudo_huber", "penalty_params": ["a"]},
-         r"penalty_params\['delta'\] of pseudo_huber.stanfunctions must be a real number"),
-        ({"loss": "/no/such/loss.stanfunctions"}, "loss: file not found: /no/such/loss.stanfunctions"),
-        ({"penalty": "lasso"}, r"penalty: no 'lasso' in stan/wbb/penalties \(shipped: pseudo_huber, ridge\)"),
-    ],
-)
-def test_bad_problem_arguments_are_named(kwargs, message):
+def test_threads_are_checked_before_anything_loads():
     X, y = _data()
-    call = {"X": X, "y": y, "lam": 1.0, **kwargs}
-    with pytest.raises(ValueError, match=message):
-        WeightedGlm(call.pop("X"), call.pop("y"), call.pop("lam"), **call)
+    with pytest.raises(ValueError, match="threads must be an int >= 1, got 0"):
+        WeightedGlm(GlmProblem(X, y, 1.0), threads=0)
 
 
 def test_a_slot_missing_its_parameters_is_named_before_any_solve(cmdstan, tmp_path):
@@ -293,9 +276,7 @@ def test_a_slot_missing_its_parameters_is_named_before_any_solve(cmdstan, tmp_pa
         ValueError,
         match=r"penalty_params: pseudo_huber.stanfunctions takes 1 parameter\(s\) \['delta'\], got 0",
     ):
-        WeightedGlm(X, y, 1.0, penalty="pseudo_huber")
+        GlmProblem(X, y, 1.0, penalty="pseudo_huber")
     loss = _write(tmp_path, "my_pseudo_huber", PSEUDO_HUBER_LOSS)
     with pytest.raises(ValueError, match=r"loss: my_pseudo_huber.stanfunctions fails .* loss_params = \[\]"):
-        wbb_glm_inprocess(X, y, 1.0, 2, seed=0, loss=loss)
-    with pytest.raises(ValueError, match="feature_names must have 3 entries"):
-        wbb_glm_inprocess(X, y, 1.0, 2, seed=0, feature_names=["a"])
+        wbb_glm_inprocess(GlmProblem(X, y, 1.0, loss=loss), 2, seed=0)

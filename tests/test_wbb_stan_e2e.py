@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from stanflow.wbb import bootstrap_weights, solve_ridge
+from stanflow.wbb import GlmProblem, bootstrap_weights, solve_ridge
 from stanflow.wbb.stan_optimize import glm_model, optimize_draws, wbb_glm
 
 pytestmark = pytest.mark.e2e
@@ -24,8 +24,9 @@ def _data(n=80, p=3):
 def test_weighted_ridge_through_stan_matches_the_closed_form(tmp_path):
     X, y = _data()
     w, wp = bootstrap_weights(4, len(y), 6)
-    draws = optimize_draws(glm_model("squared", "ridge"), X, y, 6.0, w, wp, fit_intercept=True,
-                           args=TIGHT, out_dir=tmp_path / "runs")
+    problem = GlmProblem(X, y, 6.0, fit_intercept=True)
+    draws = optimize_draws(glm_model("squared", "ridge"), problem, w, wp, args=TIGHT,
+                           out_dir=tmp_path / "runs")
     # squared loss is (y - f)^2, not halved: lam = 6 here is lam = 3 in solve_ridge().
     exact = solve_ridge(X, y, 3.0, weights=w, prior_weight=wp, fit_intercept=True)
     assert draws.converged.all() and np.all(draws.stats["exit_code"] == 0)
@@ -49,8 +50,8 @@ def _scipy_logistic(X, labels, lam, w, wp):
 def test_weighted_logistic_through_the_wbb_driver_matches_scipy():
     X, y = _data()
     labels = np.where(y > 0.5, 1.0, -1.0)
-    idata = wbb_glm(X, labels, 2.0, 5, loss="logistic", penalty="ridge", seed=8,
-                    fit_intercept=True, args=TIGHT)
+    problem = GlmProblem(X, labels, 2.0, loss="logistic", penalty="ridge", fit_intercept=True)
+    idata = wbb_glm(problem, 5, seed=8, args=TIGHT)
     assert bool(idata.sample_stats.converged.all()) and idata.attrs["n_failed"] == 0
     w, wp = idata.weights.w.values[0], idata.weights.w_prior.values[0]
     for b in range(5):
@@ -62,7 +63,7 @@ def test_weighted_logistic_through_the_wbb_driver_matches_scipy():
 def test_iteration_limit_is_reported_as_not_converged():
     X, y = _data()
     with pytest.warns(RuntimeWarning, match="did not converge"):
-        idata = wbb_glm(X, y, 1.0, 3, seed=2, args={"iter": 2})
+        idata = wbb_glm(GlmProblem(X, y, 1.0), 3, seed=2, args={"iter": 2})
     assert not idata.sample_stats.converged.values.any()
     assert np.isnan(idata.posterior.beta.values).all()
     assert np.all(idata.sample_stats.exit_code.values == 0)  # CmdStan exits 0 at the limit
@@ -71,18 +72,17 @@ def test_iteration_limit_is_reported_as_not_converged():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"lam": -1.0}, "lam must be finite and >= 0"),
         ({"weights": np.ones((2, 5))}, "weights must have shape"),
-        ({"X": np.full((80, 3), np.nan)}, "X contains NaN"),
+        ({"prior_weight": -1.0}, "prior_weight must be finite and >= 0"),
         ({"init": np.ones(2)}, "init must be finite with shape"),
     ],
 )
 def test_bad_input_fails_before_any_run(kwargs, message, tmp_path):
     X, y = _data()
     w, _ = bootstrap_weights(1, len(y), 2)
-    call = {"X": X, "y": y, "lam": 1.0, "weights": w, **kwargs}
+    call = {"weights": w, **kwargs}
     with pytest.raises(ValueError, match=message):
-        optimize_draws(glm_model(), call.pop("X"), call.pop("y"), call.pop("lam"), call.pop("weights"),
+        optimize_draws(glm_model(), GlmProblem(X, y, 1.0), call.pop("weights"),
                        out_dir=tmp_path / "never", **call)
     assert not (tmp_path / "never").exists()
 
@@ -91,8 +91,8 @@ def test_pseudo_huber_penalty_matches_scipy(tmp_path):
     X, y = _data()
     w, wp = bootstrap_weights(6, len(y), 3)
     delta, lam = 0.5, 20.0
-    draws = optimize_draws(glm_model("squared", "pseudo_huber"), X, y, lam, w, wp, penalty_params=[delta],
-                           args=TIGHT)
+    problem = GlmProblem(X, y, lam, penalty="pseudo_huber", penalty_params=[delta])
+    draws = optimize_draws(glm_model("squared", "pseudo_huber"), problem, w, wp, args=TIGHT)
     assert draws.converged.all()
     for b in range(3):
         def f(beta, b=b):

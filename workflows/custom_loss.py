@@ -39,13 +39,14 @@ from typing import Any
 import numpy as np
 
 from stanflow import gibbs
-from stanflow.experiment import Cell, CellRun, Experiment, Records
+from stanflow.experiment import Cell, CellRun, Experiment, Records, own_fields
 from stanflow.gibbs import grid
 from stanflow.lcvi import normal_mean, run_lcvi
 from stanflow.losses import loss_function
 from stanflow.qpaths.annealing import smc
 from stanflow.qpaths.kernels import rwm_moves
 from stanflow.qpaths.stan_density import stan_log_density
+from stanflow.wbb import GlmProblem
 from stanflow.wbb.inprocess import wbb_glm_inprocess
 from stanflow.workflows import main, write_text
 
@@ -148,10 +149,8 @@ def wbb_part(loss: Path, sizes: dict[str, int], rng: np.random.Generator) -> dic
     n = sizes["n"]
     X = rng.normal(size=(n, 3))
     y = X @ np.array([1.0, -0.5, 0.0]) + rng.standard_t(3, size=n)
-    draws = wbb_glm_inprocess(
-        X, y, 1.0, sizes["draws"], seed=SEED, loss=loss,
-        loss_params=[1.0], penalty="ridge",
-    )
+    problem = GlmProblem(X, y, 1.0, loss=loss, loss_params=[1.0], penalty="ridge")
+    draws = wbb_glm_inprocess(problem, sizes["draws"], seed=SEED)
     beta = draws.posterior["beta"].values.reshape(-1, 3)
     return {
         "n": n,
@@ -220,8 +219,7 @@ def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
     """Each method's numbers, and where the Stan files are."""
     return {
         "stan_files": {key: f"stan/{name}" for key, name in STAN_FILES.items()},
-        **{method: {k: v for k, v in records[method].items() if k not in ("config", "seconds")}
-           for method in PARTS},
+        **{method: own_fields(records[method]) for method in PARTS},
     }
 
 

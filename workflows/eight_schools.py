@@ -33,7 +33,7 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.experiment import Cell, CellRun, Experiment, Records
+from stanflow.experiment import Cell, CellRun, Experiment, Records, own_fields
 from stanflow.idata import load, save, to_inference_data
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure, write_text
@@ -111,12 +111,13 @@ def compute(run: CellRun) -> dict:
         "stansummary_max_rhat": float(stansummary["R_hat"].max()),
         "chains": posterior.sizes["chain"],
         "draws_per_chain": posterior.sizes["draw"],
+        "files": ["eight_schools.nc", "stansummary.csv", "diagnose.txt"],
     }
 
 
 def summarise(settings: dict[str, Any], records: Records) -> dict:
     """The fit's numbers."""
-    return {k: v for k, v in records["nuts"].items() if k not in ("config", "seconds")}
+    return {k: v for k, v in own_fields(records["nuts"]).items() if k != "files"}
 
 
 def figures(out: Path, summary: dict[str, Any], records: Records) -> None:

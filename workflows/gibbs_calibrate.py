@@ -122,17 +122,6 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
     save(arviz_compat.build(groups), out / "gibbs_calibrate.nc")
 
 
-EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED, jobs=2)
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Every data set (resumed from ``out/runs``), the InferenceData and the summary; the table."""
-    summary = EXPERIMENT.run(out, quick)
-    report(summary)
-    return summary
-
-
 # -- the data sets ----------------------------------------------------------------
 
 def median_data_set(seed: int, r: int) -> dict:
@@ -261,6 +250,15 @@ def report(summary: dict[str, Any]) -> None:
     print("coverage of the true median (n = 50):", summary["coverage_median"])
     print("coverage of the true quantile-regression coefficients (n = 50):",
           summary["coverage_quantreg"])
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, report=report, seed=SEED, jobs=2)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``), the InferenceData and the summary; the table."""
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

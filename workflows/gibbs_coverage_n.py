@@ -189,13 +189,8 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
     save_figure(_figure(summary, omegas, expected), out / "gibbs_coverage_n.png")
 
 
-EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED)
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Every n (resumed from ``out/runs``), the fits, the InferenceData, the figure and the summary."""
-    summary = EXPERIMENT.run(out, quick)
+def report(summary: dict[str, Any]) -> None:
+    """Print the excess per n and its power-law fit."""
     for n in SIZES:
         row = summary[f"n{n}"]
         print(
@@ -205,7 +200,6 @@ def run(out: Path, quick: bool) -> dict:
         )
     fit = summary["excess_fit"]
     print(f"excess ~ {fit['amplitude']:.3f} n^-{fit['exponent']:.2f} (+- {fit['exponent_se']:.2f})")
-    return summary
 
 
 def data_sets(run: CellRun, n: int) -> np.ndarray:
@@ -332,6 +326,15 @@ def _sizes_axis(axis) -> None:
     axis.set_xticks(SIZES, [str(n) for n in SIZES])
     axis.minorticks_off()
     axis.set_xlabel("n")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, report=report, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every n (resumed from ``out/runs``), the fits, the InferenceData, the figure and the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

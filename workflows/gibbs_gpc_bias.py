@@ -261,13 +261,8 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
                 out / "gibbs_gpc_bias.png")
 
 
-EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED)
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Every cell (resumed from ``out/runs``), the InferenceData, the figure and the summary."""
-    summary = EXPERIMENT.run(out, quick)
+def report(summary: dict[str, Any]) -> None:
+    """Print the fixed point, omega* and omega_n, and the coverage, per loss and n."""
     for loss in LOSSES:
         for n in SIZES:
             row = summary[loss][f"n{n}"]
@@ -277,7 +272,6 @@ def run(out: Path, quick: bool) -> dict:
                 "coverage of GPC's intervals "
                 f"{row['coverage_at_fixed_point']:.3f} +- {row['coverage_se']:.3f}"
             )
-    return summary
 
 
 def data(run: CellRun, n: int) -> tuple[np.ndarray, np.ndarray, np.random.Generator]:
@@ -385,6 +379,15 @@ def _figure(groups: dict[str, xr.Dataset], summaries: dict[str, dict]) -> plt.Fi
     axis.legend(fontsize=8)
     figure.tight_layout()
     return figure
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, report=report, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every cell (resumed from ``out/runs``), the InferenceData, the figure and the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

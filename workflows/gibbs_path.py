@@ -55,6 +55,7 @@ from stanflow.arviz_compat import Results
 from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import (
     GridBackend,
+    PathSampler,
     StanBackend,
     TemplateProgram,
     calibrate_gpc,
@@ -82,8 +83,8 @@ MEDIAN = 1.6783469900166608
 OMEGA_STAR = 2 * MEDIAN * math.exp(-MEDIAN)
 SIZES = (100, 400)
 B = 200
-PARTICLES = 4000
-MOVES = 3
+SAMPLER = PathSampler(n_particles=4000, n_moves=3)
+"""Every path's sampler: 4000 particles, 3 random-walk moves per schedule point."""
 DKW_DELTA = 1e-3
 RULES = ["gpc_path", "gpc_robbins_monro", "gpc_fixed_point", "plugin", "holmes_walker"]
 QUANTREG = {"loss": "check", "loss_params": {"tau": 0.5}, "prior": "normal",
@@ -152,8 +153,8 @@ def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
         "wall_seconds_robbins_monro": top["wall_seconds_robbins_monro"],
         "median": details,
         "quantile_regression": quantile_regression,
-        "particles": PARTICLES,
-        "moves": MOVES,
+        "particles": SAMPLER.n_particles,
+        "moves": SAMPLER.n_moves,
         "B": B,
         "quick": settings == SETTINGS["quick"],
     }
@@ -175,17 +176,6 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
         ),
         out / "gibbs_path.nc",
     )
-
-
-EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED)
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Every data set (resumed from ``out/runs``); the figure, the InferenceData and the summary."""
-    summary = EXPERIMENT.run(out, quick)
-    report(summary)
-    return summary
 
 
 # -- the data sets ----------------------------------------------------------------
@@ -220,7 +210,7 @@ def median_data_set(y: np.ndarray, r: int) -> tuple[dict, Results]:
                           eps=0.0, max_steps=300).calibration
     idata = calibrate_path(
         program, estimate=[estimate], B=B, seed=r, omega_max=3.0,
-        n_particles=PARTICLES, n_moves=MOVES, resamples="reweight",
+        sampler=SAMPLER, resamples="reweight",
         marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
     )
     c, path = arviz_compat.group(idata, "calibration"), arviz_compat.group(idata, "path")
@@ -281,7 +271,7 @@ def quantreg_data_set(
     fixed = calibrate_gpc(program, **kwargs, eps=0.0, max_steps=fixed_steps).calibration
     idata = calibrate_path(
         program, estimate=beta, B=B, seed=r, omega_max=3.0,
-        n_particles=PARTICLES, n_moves=MOVES, resamples="reweight",
+        sampler=SAMPLER, resamples="reweight",
         marks={"gpc_robbins_monro": float(rm["omega"]), "gpc_fixed_point": float(fixed["omega"])},
     )
     c = idata.calibration
@@ -395,14 +385,14 @@ def replication_table(rows: list[dict], attrs: dict[str, Any]) -> xr.Dataset:
 def median_table(records: Records, n: int) -> xr.Dataset:
     """The median example's data sets of size ``n``."""
     rows = [record["row"] for name, record in records.items() if name.startswith(f"median/n{n}/")]
-    attrs = {"n": n, "omega_star": OMEGA_STAR, "B": B, "particles": PARTICLES}
+    attrs = {"n": n, "omega_star": OMEGA_STAR, "B": B, "particles": SAMPLER.n_particles}
     return replication_table(rows, attrs)
 
 
 def quantreg_table(records: Records) -> xr.Dataset:
     """The regression's data sets."""
     rows = [record["row"] for name, record in records.items() if name.startswith("quantreg/")]
-    return replication_table(rows, {"n": 50, "tau": 0.5, "B": B, "particles": PARTICLES})
+    return replication_table(rows, {"n": 50, "tau": 0.5, "B": B, "particles": SAMPLER.n_particles})
 
 
 def drawn_groups(idata: Results) -> dict[str, dict]:
@@ -435,6 +425,15 @@ def report(summary: dict[str, Any]) -> None:
     print(f"max CDF error {summary['max_cdf_error_vs_grid']:.4f}, max log Z error "
           f"{summary['log_z_error_vs_grid']:.4f}; NUTS check max |z| mean "
           f"{check['max_abs_z_mean']:.2f}, quantiles {check['max_abs_z_quantile']:.2f}")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, report=report, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``); the figure, the InferenceData and the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

@@ -171,17 +171,6 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
     save_figure(_figure(summary, tuple(sizes)), out / "gibbs_safebayes.png")
 
 
-EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED)
-
-
-def run(out: Path, quick: bool) -> dict:
-    """Every data set (resumed from ``out/runs``), the figure, the InferenceData and the summary."""
-    summary = EXPERIMENT.run(out, quick)
-    report(summary)
-    return summary
-
-
 def report(summary: dict[str, Any]) -> None:
     """Print the wrong model's rates and risks (uniform prior on degrees) at every size."""
     for n in summary["sizes"]:
@@ -328,6 +317,15 @@ def _sizes_axis(axis, sizes: tuple[int, ...]) -> None:
     axis.set_xticks(sizes, [str(n) for n in sizes])
     axis.minorticks_off()
     axis.set_xlabel("sample size n")
+
+
+EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
+                        figures=figures, report=report, seed=SEED)
+
+
+def run(out: Path, quick: bool) -> dict:
+    """Every data set (resumed from ``out/runs``), the figure, the InferenceData and the summary."""
+    return EXPERIMENT.run(out, quick)
 
 
 if __name__ == "__main__":

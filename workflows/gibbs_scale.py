@@ -47,7 +47,7 @@ from scipy.stats import norm
 
 from stanflow import arviz_compat
 from stanflow.experiment import Cell, CellRun, Experiment, Records
-from stanflow.gibbs import calibrate_path, linear_program, posterior
+from stanflow.gibbs import PathSampler, calibrate_path, linear_program, posterior
 from stanflow.gibbs.gpc.regions import draws_inside
 from stanflow.workflows import main, save_figure
 
@@ -144,9 +144,10 @@ def scale_data_set(config: dict, r: int, run: CellRun) -> dict:
     y = X @ beta + rng.normal(size=n)
     program = linear_program(y, X, loss="check", loss_params={"tau": 0.5},
                              prior="normal", prior_params={"mean": 0, "sd": 10})
+    sampler = PathSampler(n_particles=config["particles"], n_moves=3)
     start = time.perf_counter()
     c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
-                       n_particles=config["particles"]).calibration
+                       sampler=sampler).calibration
     seconds = time.perf_counter() - start
     omega = float(c["omega"])
     inside = {}
@@ -183,9 +184,10 @@ def shape_data_set(config: dict, design: str, r: int, run: CellRun) -> dict:
                              prior_params={"mean": 0, "sd": 10})
     truth = true_slope(design)
     record: dict[str, Any] = {"part": "shape", "design": design}
+    sampler = PathSampler(n_particles=config["particles"], n_moves=3)
     for adjust, suffix in (("none", ""), ("sandwich", "_adjusted")):
         c = calibrate_path(program, B=config["B"], seed=r, rules=["plugin"],
-                           n_particles=config["particles"], adjust=adjust).calibration
+                           sampler=sampler, adjust=adjust).calibration
         slope = c["rule_interval"].isel(param=1)
         for rule, name in (("gpc_path", "gpc"), ("plugin", "plugin")):
             low, high = (float(v) for v in slope.sel(rule=rule).values)

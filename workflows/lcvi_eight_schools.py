@@ -52,7 +52,7 @@ import numpy as np
 
 from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save, to_inference_data
-from stanflow.lcvi import eight_schools, empirical_risk, run_lcvi, to_idata
+from stanflow.lcvi import Utility, eight_schools, empirical_risk, run_lcvi, to_idata
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.models import compile_model, program_path
 from stanflow.workflows import DATA_DIR, main, save_figure
@@ -174,9 +174,7 @@ def seed_record(out: Path, data: dict, loss: BoundLoss, params: dict, seed: int)
     loop = run_lcvi(
         problem,
         loss,
-        kind="linear",
-        estimator="linearised",
-        percentile=90,
+        utility=Utility(kind="linear", estimator="linearised", percentile=90),
         seed=seed,
         tol=params["tol"],
         max_iter=2 * params["advi_iter"],
@@ -186,7 +184,7 @@ def seed_record(out: Path, data: dict, loss: BoundLoss, params: dict, seed: int)
     record = {
         "risk_vi": loop.baseline.risk,
         "risk_lcvi": loop.steps[-1].risk,
-        "scale_M90": loop.scale,
+        "scale_M90": loop.utility.scale,
         "lcvi_blocks": len(lcvi_blocks),
         "advi_iterations": loop.steps[-1].state.iteration,
         "settled": loop.settled,

@@ -89,6 +89,7 @@ from stanflow.lcvi import (
     LcviProgram,
     Loop,
     Predictive,
+    Utility,
     eight_schools,
     empirical_risk,
     run_lcvi,
@@ -278,14 +279,14 @@ def schools_cell(params: dict, seed: int, looped: dict | None) -> dict:
 
 def _schools_loop(problem: LcviProgram, loss: BoundLoss, part: dict, seed: int) -> dict:
     """The loop as ``lcvi-eight-schools`` runs it."""
-    fit = run_lcvi(problem, loss, kind="linear", estimator="linearised", seed=seed,
-                   tol=part["tol"], max_iter=2 * part["advi_iter"],
+    fit = run_lcvi(problem, loss, utility=Utility(kind="linear", estimator="linearised"),
+                   seed=seed, tol=part["tol"], max_iter=2 * part["advi_iter"],
                    advi_args={"iter": part["advi_iter"]})
     end = fit.steps[-1]
     return {
         "risk_vi": fit.baseline.risk,
         "risk_lcvi": end.risk,
-        "scale": fit.scale,
+        "scale": fit.utility.scale,
         "iterations": int(end.state.iteration),
         "settled": bool(fit.settled),
         "end": {"mu": end.state.mu, "omega": end.state.scale},
@@ -299,8 +300,9 @@ def _schools_adam(
 ) -> dict:
     """Adam's plain VI or LCVI: risks at the Bayes decisions and at ``h``, the end state."""
     joint = run_lcvi_joint(
-        problem, loss, kind="linear", estimator="linearised", scale=scale, outcomes=outcomes,
-        n_outcomes=5, grad_samples=10, iter=part["adam_iter"], lr=part["lr"],
+        problem, loss,
+        utility=Utility(kind="linear", scale=scale, estimator="linearised", n_outcomes=5),
+        outcomes=outcomes, grad_samples=10, iter=part["adam_iter"], lr=part["lr"],
         record_every=part["adam_iter"], seed=seed, parts=parts,
     )
     fit = joint.vi if parts == "vi" else joint.lcvi
@@ -323,7 +325,8 @@ def _objective(
     ``ELBO + max_h U``.
     """
     model = problem.bind(loss)
-    joint = joint_model(model, "linear", scale, "linearised", 1, 0.0)
+    utility = Utility(kind="linear", scale=scale, estimator="linearised", n_outcomes=1)
+    joint = joint_model(model, utility, 0.0)
     rng = np.random.default_rng(10_000 + seed)
     D = model.dim
     eps_theta = rng.standard_normal((part["eval_draws"], D))
@@ -336,7 +339,7 @@ def _objective(
     log_p = log_density_rows(joint.library, points, propto=False).mean()
     predictive = Predictive(model, z)
     h = predictive.bayes_decisions()
-    u = predictive.utility(h, eps_y, np.full(eps_y.shape, 0.5), "linear", scale, "linearised")
+    u = predictive.utility(h, eps_y, np.full(eps_y.shape, 0.5), utility)
     entropy = np.sum(omega) + 0.5 * D * (1 + np.log(2 * np.pi))
     return float(log_p + entropy + u.mean())
 
@@ -420,7 +423,8 @@ def _lastfm_loop(mf: LastFmProblem, part: dict, seed: int) -> dict:
     with tempfile.TemporaryDirectory(prefix=f"stanflow-lcvi-joint-{seed}-") as tmp:
         for label, loss in mf.losses.items():
             fit = run_lcvi(
-                mf.problem, loss, kind="exp", estimator="linearised", n_outcomes=2,
+                mf.problem, loss,
+                utility=Utility(kind="exp", estimator="linearised", n_outcomes=2),
                 n_draws=200, decision_every=part["n_iter"] // 20, seed=seed,
                 advi_args={"iter": part["n_iter"], "grad_samples": 1, "output_samples": 20},
                 out_dir=Path(tmp) / label, vi=vi,
@@ -429,7 +433,7 @@ def _lastfm_loop(mf: LastFmProblem, part: dict, seed: int) -> dict:
             record[label] = {
                 "risk_vi": mf.test_risk(fit.baseline.state.draws(fit.eps_theta), loss),
                 "risk_lcvi": mf.test_risk(fit.steps[-1].state.draws(fit.eps_theta), loss),
-                "scale": fit.scale,
+                "scale": fit.utility.scale,
                 "seconds_lcvi": _loop_seconds(fit) - fit.vi.seconds,
             }
     return record | {"seconds_vi": vi.seconds}
@@ -441,9 +445,10 @@ def _lastfm_adam(
 ) -> dict:
     """Adam's plain VI (test risks for every loss) or LCVI for ``label``, resuming from ``state``."""
     joint = run_lcvi_joint(
-        mf.problem, mf.losses[label], kind="exp", estimator="linearised", scale=scale,
-        outcomes=outcomes, n_outcomes=2, grad_samples=1, iter=part["n_iter"], lr=part["lr"],
-        n_draws=200, record_every=part["n_iter"], seed=seed, parts=parts, checkpoint=state,
+        mf.problem, mf.losses[label],
+        utility=Utility(kind="exp", scale=scale, estimator="linearised", n_outcomes=2),
+        outcomes=outcomes, grad_samples=1, iter=part["n_iter"], lr=part["lr"], n_draws=200,
+        record_every=part["n_iter"], seed=seed, parts=parts, checkpoint=state,
     )
     if parts == "vi":  # plain VI does not depend on the loss: one run serves all
         draws = joint.vi.draws(joint.eps_theta)

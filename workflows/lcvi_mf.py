@@ -82,7 +82,7 @@ import numpy as np
 
 from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.idata import save
-from stanflow.lcvi import Loop, Step, empirical_risk, run_lcvi, to_idata
+from stanflow.lcvi import Loop, Step, Utility, empirical_risk, run_lcvi, to_idata
 from stanflow.lcvi.mf import (
     Split,
     cell_locations,
@@ -157,6 +157,7 @@ class Data(NamedTuple):
 
 def cells(settings: dict[str, Any]) -> list[Cell]:
     """One cell per setting and seed, the code's setting first."""
+    load_lastfm(1)  # missing data are named before any work
     fitted = {key: settings[key] for key in ("shape", "K", "iter")}
     return [
         Cell(f"{name}/seed-{SEED + r}", fitted | {"setting": name, "model": settings[name], "r": r})
@@ -185,9 +186,7 @@ def compute(run: CellRun) -> dict:
             loop = run_lcvi(
                 problem,
                 loss,
-                kind=model["utility"],
-                estimator="linearised",
-                n_outcomes=2,
+                utility=Utility(kind=model["utility"], estimator="linearised", n_outcomes=2),
                 n_draws=200,
                 decision_every=params["iter"] // 20,
                 seed=seed,
@@ -211,7 +210,8 @@ def compute(run: CellRun) -> dict:
                               "interval_lcvi": interval_lcvi}
     if not first:
         return {"losses": losses}
-    return {"losses": losses, "first_seed": first_seed(out, data, kept)}
+    return {"losses": losses, "first_seed": first_seed(out, data, kept),
+            "files": ["lcvi_mf.nc", "decision_shift.png"]}
 
 
 def first_seed(out: Path, data: Data, kept: dict[str, dict]) -> dict:
@@ -348,7 +348,7 @@ def loss_record(loop: Loop, seed: int, risk_vi: float, risk_lcvi: float) -> dict
         "reduction_pct": 100 * (risk_vi - risk_lcvi) / risk_vi,
         "train_risk_vi": loop.baseline.risk,
         "train_risk_lcvi": loop.steps[-1].risk,
-        "utility_scale": loop.scale,
+        "utility_scale": loop.utility.scale,
         "lcvi_blocks": len(loop.steps) - 1,
         "advi_iterations": loop.steps[-1].state.iteration,
         "settled": loop.settled,

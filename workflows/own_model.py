@@ -64,6 +64,7 @@ from stanflow import arviz_compat
 from stanflow.experiment import Cell, CellRun, Experiment, Records
 from stanflow.gibbs import (
     LossProgram,
+    PathSampler,
     StanBackend,
     calibrate_gpc,
     calibrate_holmes_walker,
@@ -357,7 +358,8 @@ def rules_and_coverage(program: LossProgram, truth: np.ndarray, config: dict, *,
         max_steps=gpc["max_steps"]), "calibration")["omega"])
     result = calibrate_path(program, estimate=estimate.theta, B=config["B"], seed=seed,
                             rules=(), marks={"omega_1": 1.0, **rates},
-                            n_particles=config["particles"], resamples="reweight")
+                            sampler=PathSampler(n_particles=config["particles"], n_moves=3),
+                            resamples="reweight")
     rates["path"] = float(arviz_compat.group(result, "calibration")["omega"])
     path = arviz_compat.group(result, "path")
     covered, ess = {}, {}
@@ -378,7 +380,7 @@ def power_normal_record(path: Path, run: CellRun) -> dict:
                                  "prior_mean": config["prior_mean"],
                                  "prior_sd": config["prior_sd"]})
     result = gibbs_path(program, omega_max=config["omega_max"],
-                        n_particles=config["particles"], seed=run.seed)
+                        sampler=PathSampler(n_particles=config["particles"]), seed=run.seed)
     steps, table = arviz_compat.group(result, "path"), arviz_compat.group(result, "path_functionals")
     exact_steps = np.array([normal_closed_form(y, w, config)[2] for w in steps["omega"].values])
     omegas = table["omega"].values[1:]  # omega = 0 is the prior itself

@@ -49,7 +49,7 @@ from scipy.optimize import minimize
 from scipy.stats import norm
 
 from stanflow.experiment import Cell, CellRun, Experiment, Records
-from stanflow.lcvi import LcviProgram, nuts_baseline, run_lcvi
+from stanflow.lcvi import LcviProgram, Utility, nuts_baseline, run_lcvi
 from stanflow.workflows import main, save_figure, write_text
 
 DESCRIPTION = (
@@ -216,7 +216,7 @@ def conjugate_record(path: Path, config: dict) -> dict:
     """LCVI on the conjugate regression against its brute-force calibrated optimum."""
     data = conjugate_data(config)
     program = LcviProgram(path, data, y=data["y"], name="conjugate")
-    loop = run_lcvi(program, "check", tau=config["tau"], scale=config["M"],
+    loop = run_lcvi(program, "check", tau=config["tau"], utility=Utility(scale=config["M"]),
                     tol=config["tol"], max_iter=2 * config["iter"], seed=SEED,
                     branch_iter=config["branch_iter"], n_draws=config["n_draws"],
                     decision_every=config["decision_every"],

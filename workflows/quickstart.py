@@ -66,7 +66,13 @@ import numpy as np
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.experiment import Cell, CellRun, Experiment, Records
-from stanflow.gibbs import LossProgram, calibrate_path, calibrate_plugin, location_program
+from stanflow.gibbs import (
+    LossProgram,
+    PathSampler,
+    calibrate_path,
+    calibrate_plugin,
+    location_program,
+)
 from stanflow.gibbs.path import plot_path, reweight
 from stanflow.idata import load, save
 from stanflow.workflows import main, save_figure, write_text
@@ -147,7 +153,8 @@ def calibrate(program: LossProgram, settings: dict[str, Any], seed: int
               ) -> tuple[Results, dict[str, Any]]:
     """The path's calibration (GPC root, plug-in, Holmes-Walker, omega* marked) and its record."""
     result = calibrate_path(program, B=settings["B"], seed=seed, omega_max=settings["omega_max"],
-                            n_particles=settings["particles"], n_moves=settings["moves"],
+                            sampler=PathSampler(n_particles=settings["particles"],
+                                                n_moves=settings["moves"]),
                             marks={"omega_star": OMEGA_STAR})
     c = arviz_compat.group(result, "calibration")
     estimate = c["estimate"].values
@@ -206,7 +213,8 @@ def compute(run: CellRun) -> dict:
     program, build_seconds = timed(build_program, route, run.out)
     (result, record), calibrate_seconds = timed(calibrate, program, run.settings, run.seed)
     save(result, run.out / f"path_{route}.nc")
-    return record | {"seconds_program": build_seconds, "seconds_calibration": calibrate_seconds}
+    return record | {"seconds_program": build_seconds, "seconds_calibration": calibrate_seconds,
+                     "files": [f"path_{route}.nc"]}
 
 
 def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
@@ -214,7 +222,7 @@ def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
     y = simulate()
     summary: dict[str, Any] = {
         route: {k: v for k, v in records[route].items()
-                if k not in ("config", "seconds", "seconds_program", "seconds_calibration")}
+                if k not in ("config", "seconds", "seconds_program", "seconds_calibration", "files")}
         for route in ROUTES}
     template, own = summary["template"], summary["own_program"]
     own["file"] = "stan/median.stan"
@@ -229,7 +237,6 @@ def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
                             "calibration": records[route]["seconds_calibration"]}
                     for route in ROUTES},
     }
-    report(summary)
     return summary
 
 
@@ -239,7 +246,7 @@ def figures(out: Path, summary: dict[str, Any], records: Records) -> None:
 
 
 EXPERIMENT = Experiment(settings=SETTINGS, cells=cells, compute=compute, summarise=summarise,
-                        figures=figures, seed=SEED, jobs=2)
+                        figures=figures, report=report, seed=SEED, jobs=2)
 
 
 def run(out: Path, quick: bool) -> dict:

@@ -24,7 +24,8 @@ Everything here takes one object, a loss program bound to its data:
   Gibbs posterior from ``omega = 0`` to ``omega_max`` in one SMC sweep
   (:func:`gibbs_path`), and :func:`calibrate_path`: GPC by root finding,
   plug-in and Holmes-Walker on it, for many coefficients with particles
-  moved to every resample (:mod:`~stanflow.gibbs.path.transport`);
+  moved to every resample (:mod:`~stanflow.gibbs.path.transport`); the
+  sweep's particles and moves are one argument object, :class:`PathSampler`;
 - the shape fix (:mod:`~stanflow.gibbs.shape`): draws moved to the sandwich's
   shape (:func:`adjust_draws`, :func:`sandwich_shape`; ``calibrate_path(...,
   adjust="sandwich")``);
@@ -36,7 +37,7 @@ See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
 from stanflow.gibbs.contract import ContractError
 from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
 from stanflow.gibbs.information import calibrate_holmes_walker
-from stanflow.gibbs.path import LearningRatePath, calibrate_path, gibbs_path
+from stanflow.gibbs.path import LearningRatePath, PathSampler, calibrate_path, gibbs_path
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.program import LossProgram
@@ -52,6 +53,7 @@ __all__ = [
     "GridBackend",
     "LearningRatePath",
     "LossProgram",
+    "PathSampler",
     "Prior",
     "StanBackend",
     "TemplateProgram",

@@ -12,7 +12,9 @@ of the decisions ``h``.
   as a Stan file, by numerical optimisation in process (:func:`stan_loss`); its
   search in :mod:`~stanflow.lcvi.decision_search`, normal mixtures as samples in
   :mod:`~stanflow.lcvi.mixture_nodes`;
-- :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy;
+- :mod:`~stanflow.lcvi.utility`: the utility term's estimators in NumPy, and
+  :class:`Utility`, the utility term as every LCVI procedure takes it
+  (``utility=``);
 - :mod:`~stanflow.lcvi.contract`: what a Stan program of your own declares to be an
   LCVI program (``docs/your-own-model.md``);
 - :mod:`~stanflow.lcvi.program`: such a program bound to its data
@@ -49,6 +51,7 @@ from stanflow.lcvi.problem import eight_schools, normal_mean
 from stanflow.lcvi.program import LcviModel, LcviProgram
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
 from stanflow.lcvi.utility import (
+    Utility,
     normal_outcomes,
     theta_draws,
     utility_at_locations,
@@ -68,6 +71,7 @@ __all__ = [
     "PlainVI",
     "Predictive",
     "Step",
+    "Utility",
     "eight_schools",
     "empirical_risk",
     "joint_to_idata",

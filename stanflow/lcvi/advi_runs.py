@@ -26,6 +26,7 @@ from stanflow.lcvi.decision_step import Judge, settled
 from stanflow.lcvi.predictive import Predictive
 from stanflow.lcvi.program import LcviModel
 from stanflow.lcvi.results import PlainVI, Step
+from stanflow.lcvi.utility import Utility
 
 
 class Block(NamedTuple):
@@ -111,14 +112,15 @@ class Runner:
 
     Every run has the fixed outcome base samples ``eps_y`` and ``eps_u`` in its data and
     the ADVI settings ``args``; a resumed run takes ``eta`` and adaptation
-    from its state.
+    from its state. ``utility`` is the loop's: plain VI's runs take its kind
+    and estimator at scale 1 (their weight 0 keeps the term out of the
+    target), LCVI's blocks the judge's utility, its scale set.
     """
 
     model: LcviModel
     eps_y: np.ndarray
     eps_u: np.ndarray
-    kind: str
-    estimator: str
+    utility: Utility
     seed: int
     args: dict[str, Any]
     folder: Path
@@ -158,7 +160,7 @@ class Runner:
             while schedule.goes_on(state.iteration, done):
                 number += 1
                 block = schedule.block(number, state, h)
-                fit, state, seconds = self._lcvi(block, judge.scale)
+                fit, state, seconds = self._lcvi(block, judge.utility)
                 if pending is not None:
                     steps.append(pending.result())
                 decided = judge.decide(state)
@@ -181,7 +183,7 @@ class Runner:
         if block.draws is None or block.draws >= self.args["output_samples"]:
             return step
         again = block._replace(name=f"{block.name}-draws", draws=None)
-        fit, state, more = self._lcvi(again, judge.scale)
+        fit, state, more = self._lcvi(again, judge.utility)
         _check_same_state(step.state, state)
         return judge.lcvi_block(fit, state, block.h, step.seconds + more)
 
@@ -206,14 +208,14 @@ class Runner:
         return self._run(name, 0.0, h, 1.0, iterations, resume, draws)
 
     def _lcvi(
-        self, block: Block, scale: float
+        self, block: Block, utility: Utility
     ) -> tuple[cmdstanpy.CmdStanVB, AdviState, float]:
-        """An LCVI block's run: the utility term's weight 1, at ``scale``."""
+        """An LCVI block's run: the utility term's weight 1, at ``utility``'s scale."""
         return self._run(
             block.name,
             1.0,
             block.h,
-            scale,
+            utility.given_scale("an LCVI block"),
             block.iterations,
             block.start,
             block.draws,
@@ -247,7 +249,8 @@ class Runner:
             z, u = self.eps_y, self.eps_u
         else:
             z, u = np.zeros((1, self.eps_y.shape[1])), np.full((1, self.eps_y.shape[1]), 0.5)
-        settings = self.model.settings(weight, self.kind, scale, self.estimator, z.shape[0])
+        kind, estimator = self.utility.kind, self.utility.estimator
+        settings = self.model.settings(weight, kind, scale, estimator, z.shape[0])
         data = self.model.stan_data(h, z, u, settings)
         start = time.perf_counter()
         fit, state = run_advi(

@@ -22,7 +22,7 @@ from stanflow.advi import AdviState
 from stanflow.lcvi.predictive import Predictive
 from stanflow.lcvi.program import LcviModel
 from stanflow.lcvi.results import Step
-from stanflow.lcvi.utility import utility_decisions
+from stanflow.lcvi.utility import Utility, utility_decisions
 from stanflow.losses import BoundLoss
 
 DECISIONS = ("bayes", "utility")
@@ -64,12 +64,8 @@ class Judge:
     ----------
     model : LcviModel
         The program bound to the loop's loss.
-    kind : {"linear", "exp"}
-        The utility.
-    scale : float
-        Its ``M`` or ``gamma``.
-    estimator : {"naive", "linearised"}
-        The utility term's estimator.
+    utility : Utility
+        The utility term, its scale set.
     decision : {"bayes", "utility"}
         The decision step (:data:`DECISIONS`).
     eps_y, eps_u : ndarray, shape (S, N)
@@ -79,9 +75,7 @@ class Judge:
     """
 
     model: LcviModel
-    kind: str
-    scale: float
-    estimator: str
+    utility: Utility
     decision: str
     eps_y: np.ndarray
     eps_u: np.ndarray
@@ -122,12 +116,13 @@ class Judge:
         predictive = Predictive(self.model, state.draws(self.eps_theta))
         if self.decision == "bayes":
             return predictive, predictive.bayes_decisions()
+        utility = self.utility
         return predictive, utility_decisions(
             predictive.outcomes(self.eps_y, self.eps_u),
             self.model.loss,
-            self.kind,
-            self.scale,
-            self.estimator,
+            utility.kind,
+            utility.given_scale("the decision step"),
+            utility.estimator,
         )
 
     def _step(
@@ -144,9 +139,7 @@ class Judge:
         decisions ``h`` and weight ``weight``; ``decisions`` are the fit's own."""
         if predictive is None:
             predictive = Predictive(self.model, state.draws(self.eps_theta))
-        u = predictive.utility(
-            h, self.eps_y, self.eps_u, self.kind, self.scale, self.estimator
-        )
+        u = predictive.utility(h, self.eps_y, self.eps_u, self.utility)
         # log_p__ is the target, so it holds weight * U: take it out again
         log_p = np.mean(fit.variational_sample_pd["log_p__"].to_numpy())
         elbo = log_p + state.entropy() - (weight * np.mean(u) if weight else 0.0)

@@ -35,6 +35,7 @@ optimiser itself is :mod:`stanflow.lcvi.joint_optimiser`.
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -47,8 +48,7 @@ from stanflow.lcvi.joint_optimiser import RECORD, JointFit, joint_model, optimis
 from stanflow.lcvi.numeric_decisions import resolve_loss
 from stanflow.lcvi.predictive import Predictive
 from stanflow.lcvi.program import LcviProgram
-from stanflow.lcvi.utility import check_estimator
-from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
+from stanflow.lcvi.utility import Utility, utility_argument
 from stanflow.losses import BoundLoss
 from stanflow.optimiser_state import digest
 
@@ -67,23 +67,21 @@ class JointLoop(NamedTuple):
     vi, lcvi : JointFit or None
         Weight 0 and weight 1, from the same initial point and seed, with the
         same number of steps; ``None`` for the part not run (``parts``).
-    scale : float
-        ``M`` or ``gamma`` used.
+    utility : Utility
+        The utility term used, its ``scale`` (``M`` or ``gamma``) set.
     eps_theta : ndarray, shape (n_draws, D)
         The base samples of the draws that decisions and risks are computed from.
     loss : BoundLoss
-    kind, estimator, outcomes : str
+    outcomes : str
     settings : dict
-        ``iter``, ``lr``, ``grad_samples``, ``n_outcomes``, ``average``, ``seed``.
+        ``iter``, ``lr``, ``grad_samples``, ``average``, ``seed``.
     """
 
     vi: JointFit | None
     lcvi: JointFit | None
-    scale: float
+    utility: Utility
     eps_theta: np.ndarray
     loss: BoundLoss
-    kind: str
-    estimator: str
     outcomes: str
     settings: dict[str, float]
 
@@ -92,12 +90,8 @@ def run_lcvi_joint(
     program: LcviProgram,
     loss: str | Path | BoundLoss,
     *,
-    kind: str = "linear",
-    scale: float | None = None,
-    percentile: float = 90.0,
-    estimator: str = "linearised",
+    utility: Utility | None = None,
     outcomes: str = "fresh",
-    n_outcomes: int = 5,
     grad_samples: int = 10,
     iter: int = 10_000,
     lr: float = 0.05,
@@ -118,7 +112,7 @@ def run_lcvi_joint(
     with weight 0, LCVI with weight 1 and its decisions starting at plain VI's
     initial Bayes decisions. The scale comes from plain VI's end state
     as in :func:`stanflow.lcvi.run_lcvi` unless given. Each part has its own
-    random numbers drawn from ``seed``, so with ``scale`` given a part run
+    random numbers drawn from ``seed``, so with the scale given a part run
     alone (``parts``) is the same as in a run of both, to the last bit: the
     parts of a long comparison can run separately and in parallel.
 
@@ -128,17 +122,15 @@ def run_lcvi_joint(
         An LCVI program with its data (:mod:`stanflow.lcvi.program`).
     loss : str, path or BoundLoss
         As for :func:`stanflow.lcvi.run_lcvi`, with ``loss_params``.
-    kind : {"linear", "exp"}, default "linear"
-    scale : float, optional
-        ``M`` or ``gamma``; by default from plain VI's losses at ``percentile``.
-    percentile : float, default 90
-    estimator : {"naive", "linearised"}, default "linearised"
+    utility : Utility, optional
+        The utility term, as for :func:`stanflow.lcvi.run_lcvi` (default
+        ``Utility()``); its ``n_outcomes`` outcome samples ``S`` go with every
+        draw of ``theta``, and its ``scale``, unless given, comes from plain
+        VI's losses at its ``percentile``.
     outcomes : {"fresh", "fixed"}, default "fresh"
         Fresh outcome base samples at every step and for every draw (the
         paper's double reparameterisation), or one fixed stratified antithetic
         set (the loop's).
-    n_outcomes : int, default 5
-        Outcome samples ``S`` per draw of ``theta``, at least 1.
     grad_samples : int, default 10
         Draws of ``theta`` per step, at least 1.
     iter : int, default 10000
@@ -157,7 +149,7 @@ def run_lcvi_joint(
     seed : int, default 1
     parts : {"both", "vi", "lcvi"}, default "both"
         Optimise plain VI and LCVI, or only one of them (``"lcvi"`` needs
-        ``scale``); the part not run is ``None`` in the result.
+        ``utility.scale``); the part not run is ``None`` in the result.
     threads : int, optional
         Threads of each batched gradient call (default: one per core, at
         least 32 rows each).
@@ -174,19 +166,14 @@ def run_lcvi_joint(
     JointLoop
     """
     loss = resolve_loss(loss, **loss_params)
-    check_estimator(estimator)
-    if kind not in UTILITIES:
-        raise ValueError(f"kind: unknown utility {kind!r}; known: {list(UTILITIES)}")
-    if scale is not None:
-        check_utility(kind, scale)
+    utility = utility_argument(utility)  # checked itself when made
     if outcomes not in OUTCOMES:
         raise ValueError(f"outcomes must be one of {list(OUTCOMES)}, got {outcomes!r}")
     if parts not in PARTS:
         raise ValueError(f"parts must be one of {list(PARTS)}, got {parts!r}")
-    if parts == "lcvi" and scale is None:
-        raise ValueError("scale: LCVI alone (parts='lcvi') needs the scale M or gamma")
+    if parts == "lcvi":
+        utility.given_scale("LCVI alone (parts='lcvi')")
     for name, value in (
-        ("n_outcomes", n_outcomes),
         ("grad_samples", grad_samples),
         ("iter", iter),
         ("n_draws", n_draws),
@@ -199,19 +186,16 @@ def run_lcvi_joint(
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if not (isinstance(average, (int, float)) and 0 <= average < 1):
         raise ValueError(f"average must be in [0, 1), got {average!r}")
-    if not 0 < percentile <= 100:
-        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
 
     rng = np.random.default_rng(seed)
     # weight 0: the scale does not enter plain VI's target
     model = program.bind(loss)  # compiled and checked before any step
-    vi_model = joint_model(model, kind, scale or 1.0, estimator, n_outcomes, 0.0)
+    vi_model = joint_model(model, replace(utility, scale=utility.scale or 1.0), 0.0)
     D = model.dim
     mu0 = rng.uniform(-2, 2, D)
     eps_theta = rng.standard_normal((n_draws, D))
     h0 = Predictive(model, mu0 + eps_theta).bayes_decisions()
     common: dict[str, Any] = {
-        "n_outcomes": n_outcomes,
         "iterations": iter,
         "lr": lr,
         "grad_samples": grad_samples,
@@ -222,6 +206,8 @@ def run_lcvi_joint(
         "threads": threads,
     }
     vi_seed, lcvi_seed = rng.integers(2**63, size=2)
+
+    kind, estimator = utility.kind, utility.estimator
 
     def states(part: str, weight: float, scale: float) -> dict:
         if checkpoint is None:
@@ -238,25 +224,19 @@ def run_lcvi_joint(
             vi_model, mu0, h0, rng=np.random.default_rng(vi_seed), **common,
             **states("vi", 0.0, 1.0)
         )
-    if scale is None:
+    if utility.scale is None:
         assert vi is not None  # parts="lcvi" needs the scale (checked above)
         y_rep = Predictive(model, vi.draws(eps_theta)).one_outcome(rng)
-        scale = utility_scale(loss.value(y_rep, vi.decisions), kind, percentile)
+        utility = utility.scaled(loss.value(y_rep, vi.decisions))
     if parts != "vi":
-        lcvi_model = joint_model(model, kind, scale, estimator, n_outcomes, 1.0)
+        lcvi_model = joint_model(model, utility, 1.0)
         fit = optimise(
             lcvi_model, mu0, h0, rng=np.random.default_rng(lcvi_seed), **common,
-            **states("lcvi", 1.0, float(scale))
+            **states("lcvi", 1.0, utility.given_scale("LCVI"))
         )
-    settings = {
-        "iter": iter,
-        "lr": lr,
-        "grad_samples": grad_samples,
-        "n_outcomes": n_outcomes,
-        "average": average,
-        "seed": seed,
-    }
-    return JointLoop(vi, fit, float(scale), eps_theta, loss, kind, estimator, outcomes, settings)
+    settings = {"iter": iter, "lr": lr, "grad_samples": grad_samples, "average": average,
+                "seed": seed}
+    return JointLoop(vi, fit, utility, eps_theta, loss, outcomes, settings)
 
 
 def lcvi_joint(program: LcviProgram, loss: str | Path | BoundLoss, **options: Any) -> Results:
@@ -286,8 +266,8 @@ def joint_to_idata(program: LcviProgram, joint: JointLoop) -> Results:
         ``risk_h``, ``seconds``, and the record over ``record``
         (``record_iteration``, ``record_objective``, ``record_risk``,
         ``record_risk_h``); attributes ``problem``, ``loss``, ``loss_params``,
-        ``utility_kind``, ``scale``, ``estimator``, ``outcomes`` and the
-        settings.
+        ``utility_kind``, ``scale``, ``estimator``, ``n_outcomes`` (of
+        ``joint.utility``), ``outcomes`` and the settings.
     """
     parts = {name: fit for name, fit in (("vi", joint.vi), ("lcvi", joint.lcvi)) if fit}
     model = program.bind(joint.loss)
@@ -318,9 +298,10 @@ def joint_to_idata(program: LcviProgram, joint: JointLoop) -> Results:
             "problem": program.name,
             "loss": joint.loss.name,
             "loss_params": list(joint.loss.params),
-            "utility_kind": joint.kind,
-            "scale": joint.scale,
-            "estimator": joint.estimator,
+            "utility_kind": joint.utility.kind,
+            "scale": joint.utility.scale,
+            "estimator": joint.utility.estimator,
+            "n_outcomes": float(joint.utility.n_outcomes),
             "outcomes": joint.outcomes,
         }
         | {k: float(v) for k, v in joint.settings.items()},

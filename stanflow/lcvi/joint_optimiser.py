@@ -25,8 +25,7 @@ from stanflow.adam import adam_update
 from stanflow.lcvi.decision_step import empirical_risk
 from stanflow.lcvi.predictive import Predictive
 from stanflow.lcvi.program import LcviModel
-from stanflow.lcvi.utility import outcome_base_samples, uniform_base_samples
-from stanflow.lcvi.utility_transform import check_utility
+from stanflow.lcvi.utility import Utility, outcome_base_samples, uniform_base_samples
 from stanflow.models import log_density_gradient_rows
 from stanflow.optimiser_state import (
     OptimiserState,
@@ -95,6 +94,8 @@ class JointModel(NamedTuple):
     Attributes
     ----------
     model : LcviModel
+    utility : Utility
+        The utility term, its scale set; ``S`` is its ``n_outcomes``.
     library : bridgestan.StanModel
         Loaded with ``lcvi_S = S`` and no probe.
     settings : ndarray
@@ -104,24 +105,21 @@ class JointModel(NamedTuple):
     """
 
     model: LcviModel
+    utility: Utility
     library: bridgestan.StanModel
     settings: np.ndarray
     parts: dict[str, slice]
 
 
-def joint_model(
-    model: LcviModel,
-    kind: str,
-    scale: float,
-    estimator: str,
-    n_outcomes: int,
-    weight: float,
-) -> JointModel:
-    """The program's evaluation form, loaded with ``S = n_outcomes``, at ``weight``."""
-    kind, scale = check_utility(kind, scale)
-    settings = model.settings(weight, kind, scale, estimator, int(n_outcomes))
-    parts = model.layout(int(n_outcomes), settings.size)
-    return JointModel(model, model.evaluator(int(n_outcomes), 0), settings, parts)
+def joint_model(model: LcviModel, utility: Utility, weight: float) -> JointModel:
+    """The program's evaluation form with the term ``utility`` (its scale given) at ``weight``.
+
+    Loaded with ``S = utility.n_outcomes``.
+    """
+    S, scale = utility.n_outcomes, utility.given_scale("joint_model")
+    settings = model.settings(weight, utility.kind, scale, utility.estimator, S)
+    parts = model.layout(S, settings.size)
+    return JointModel(model, utility, model.evaluator(S, 0), settings, parts)
 
 
 def optimise(
@@ -129,7 +127,6 @@ def optimise(
     mu: np.ndarray,
     h: np.ndarray,
     *,
-    n_outcomes: int,
     iterations: int,
     lr: float,
     grad_samples: int,
@@ -153,8 +150,6 @@ def optimise(
         Initial means; the initial log standard deviations are 0.
     h : ndarray, shape (N,)
         Initial decisions.
-    n_outcomes : int
-        ``S``, as the model was loaded with.
     iterations, grad_samples, record_every : int
         At least 1.
     lr : float
@@ -187,7 +182,7 @@ def optimise(
     JointFit
     """
     model, parts = joint.model, joint.parts
-    N, S, D = model.program.n, int(n_outcomes), model.dim
+    N, S, D = model.program.n, joint.utility.n_outcomes, model.dim
     loss = model.loss
     mu = np.array(mu, dtype=float)
     if mu.shape != (D,):

@@ -7,7 +7,7 @@ stanflow's resumable ADVI (:mod:`stanflow.advi`):
 1. **Plain VI** runs ``iter`` iterations, saving its state at ``branch_iter``.
    Its Bayes decisions ``h_0`` and the losses of its posterior-predictive draws
    at ``h_0`` set the utility's scale (``M`` or ``gamma`` at a percentile,
-   :func:`stanflow.lcvi.utility_transform.utility_scale`) unless given.
+   :meth:`stanflow.lcvi.utility.Utility.scaled`) unless given.
 2. **LCVI** continues from the state at ``branch_iter`` with the utility term
    in the target, in blocks of ``decision_every`` iterations up to ``iter``.
    Between blocks the decision step (:mod:`stanflow.lcvi.decision_step`) sets
@@ -52,11 +52,11 @@ from stanflow.lcvi.predictive import Predictive
 from stanflow.lcvi.program import LcviProgram
 from stanflow.lcvi.results import Loop, PlainVI, Step, to_idata
 from stanflow.lcvi.utility import (
-    check_estimator,
+    Utility,
     outcome_base_samples,
     uniform_base_samples,
+    utility_argument,
 )
-from stanflow.lcvi.utility_transform import check_utility, utility_scale
 from stanflow.losses import BoundLoss
 from stanflow.runs.arguments import check_args
 
@@ -92,8 +92,9 @@ def lcvi(program: LcviProgram, loss: str | Path | BoundLoss, **options: Any) -> 
         group over ``iteration`` (0: plain VI, then one per LCVI block) and
         ``decision``: ``h``, ``elbo``, ``utility``, ``risk``, ``seconds``,
         ``advi_iteration``, and plain VI at LCVI's budget: ``baseline_h``,
-        ``baseline_risk``, ``baseline_advi_iteration``; attributes ``problem``, ``loss``, ``loss_params``,
-        ``utility_kind``, ``scale``, ``estimator``, ``decision_rule``,
+        ``baseline_risk``, ``baseline_advi_iteration``; attributes ``problem``,
+        ``loss``, ``loss_params``, ``utility_kind``, ``scale``, ``estimator``
+        (the loop's :class:`~stanflow.lcvi.utility.Utility`), ``decision_rule``,
         ``settled``, ``branch_iter`` and the ADVI settings (``advi_eta``, ...).
         :func:`run_lcvi` returns the fits themselves, plain VI's included.
     """
@@ -104,11 +105,7 @@ def run_lcvi(
     program: LcviProgram,
     loss: str | Path | BoundLoss,
     *,
-    kind: str = "linear",
-    scale: float | None = None,
-    percentile: float = 90.0,
-    estimator: str = "linearised",
-    n_outcomes: int = 5,
+    utility: Utility | None = None,
     stratified: bool = True,
     decision: str = "bayes",
     n_draws: int = 1000,
@@ -137,16 +134,15 @@ def run_lcvi(
         rule: its decisions are then numerical
         (:func:`stanflow.lcvi.numeric_decisions.stan_loss`) and its
         ``loss_params`` the keyword values in the order given.
-    kind : {"linear", "exp"}, default "linear"
-        Utility ``M - l`` or ``exp(-gamma l)``.
-    scale : float, optional
-        ``M`` or ``gamma``; by default from the plain-VI losses at ``percentile``.
-    percentile : float, default 90
-    estimator : {"naive", "linearised"}, default "linearised"
-    n_outcomes : int, default 5
-        Fixed outcome base samples ``S`` per ``theta``, at least 1.
+    utility : Utility, optional
+        The utility term (default ``Utility()``: ``M - l``, ``M`` the 90th
+        percentile of plain VI's losses, the linearised estimator on ``S = 5``
+        outcome samples per ``theta``). Its ``n_outcomes`` fixed outcome base
+        samples serve the whole loop; its ``scale``, unless given, comes from
+        the losses of plain VI's predictive draws at its decisions.
     stratified : bool, default True
-        Stratified base samples (:func:`stanflow.lcvi.utility.outcome_base_samples`).
+        Stratified antithetic fixed outcome base samples, or independent ones
+        (:func:`stanflow.lcvi.utility.outcome_base_samples`).
     decision : {"bayes", "utility"}, default "bayes"
         The decision step: the Bayes decision of the fit's predictive, or the
         maximiser of the estimated utility term over the fit's draws and the
@@ -191,23 +187,24 @@ def run_lcvi(
     Loop
     """
     loss = resolve_loss(loss, **loss_params)
-    # every input, checked before any run
+    # every input, checked before any run (the utility checked itself when made)
+    utility = utility_argument(utility)
     args = _advi_args(algorithm, advi_args)
     schedule = Schedule.of(args, branch_iter, max_iter, decision_every, tol)
-    _check_options(n_outcomes, n_draws, decision, schedule)
-    _check_utility(kind, scale, estimator, percentile)
+    _check_options(n_draws, decision, schedule)
     if vi is not None:
         _check_vi(vi, algorithm, schedule)
     model = program.bind(loss)  # compiled and checked before any run
     rng = np.random.default_rng(seed)
-    eps_y = outcome_base_samples(int(n_outcomes), program.n, rng, stratified)
+    S = utility.n_outcomes
+    eps_y = outcome_base_samples(S, program.n, rng, stratified)
     # the uniform base samples have a stream of their own: programs that do
     # not use them get the numbers they got before they existed
-    eps_u = uniform_base_samples(int(n_outcomes), program.n, seed, model.uses_uniform)
+    eps_u = uniform_base_samples(S, program.n, seed, model.uses_uniform)
 
     with tempfile.TemporaryDirectory(prefix="stanflow-lcvi-") as tmp:
         folder = _call_folder(Path(tmp), out_dir, loss)
-        runner = Runner(model, eps_y, eps_u, kind, estimator, seed, args, folder)
+        runner = Runner(model, eps_y, eps_u, utility, seed, args, folder)
         # plain VI to the branch and to iter; its decisions h_0 from the draws
         # of its state that every state is judged by (common random numbers)
         if vi is None:
@@ -216,10 +213,10 @@ def run_lcvi(
         plain = Predictive(model, vi.end.draws(eps_theta))
         h = plain.bayes_decisions()
         # the utility's scale, from plain VI's losses unless given
-        if scale is None:
+        if utility.scale is None:
             y_rep = plain.one_outcome(rng)
-            scale = utility_scale(loss.value(y_rep, h), kind, percentile)
-        judge = Judge(model, kind, scale, estimator, decision, eps_y, eps_u, eps_theta)
+            utility = utility.scaled(loss.value(y_rep, h))
+        judge = Judge(model, utility, decision, eps_y, eps_u, eps_theta)
         steps = [judge.plain_vi(vi.fit, vi.end, h, vi.seconds)]
         # LCVI from the branch in blocks, each followed by a decision step
         blocks, done, last = runner.lcvi_blocks(judge, vi.branch, h, schedule)
@@ -234,7 +231,7 @@ def run_lcvi(
         vi,
         steps,
         baseline,
-        float(scale),
+        utility,
         done,
         args | {"eta": vi.end.eta},
         eps_y,
@@ -242,8 +239,6 @@ def run_lcvi(
         eps_theta,
         schedule.branch,
         loss,
-        kind,
-        estimator,
         decision,
     )
 
@@ -295,14 +290,10 @@ def _advi_args(algorithm: str, overrides: Mapping[str, Any] | None) -> dict[str,
     )
 
 
-def _check_options(
-    n_outcomes: int, n_draws: int, decision: str, schedule: Schedule
-) -> None:
-    """Check the sizes, the decision step's name and the schedule."""
+def _check_options(n_draws: int, decision: str, schedule: Schedule) -> None:
+    """Check the number of draws, the decision step's name and the schedule."""
     branch, n_iter, limit = schedule.branch, schedule.n_iter, schedule.limit
     decision_every, tol = schedule.every, schedule.tol
-    if isinstance(n_outcomes, bool) or int(n_outcomes) < 1:
-        raise ValueError(f"n_outcomes must be >= 1, got {n_outcomes!r}")
     if isinstance(n_draws, bool) or int(n_draws) < 1:
         raise ValueError(f"n_draws must be >= 1, got {n_draws!r}")
     if decision not in DECISIONS:
@@ -321,16 +312,6 @@ def _check_options(
         raise ValueError(f"decision_every must be >= 1, got {decision_every!r}")
     if not tol > 0:
         raise ValueError(f"tol must be positive, got {tol!r}")
-
-
-def _check_utility(
-    kind: str, scale: float | None, estimator: str, percentile: float
-) -> None:
-    """Check the utility, its scale (if given), the estimator and ``percentile``."""
-    check_utility(kind, 1.0 if scale is None else scale)
-    check_estimator(estimator)
-    if not 0 < float(percentile) <= 100:
-        raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
 
 
 def _check_vi(vi: PlainVI, algorithm: str, schedule: Schedule) -> None:

@@ -27,6 +27,7 @@ import numpy as np
 from stanflow.lcvi.mixture_nodes import noise_nodes
 from stanflow.lcvi.program import LcviModel
 from stanflow.lcvi.utility import (
+    Utility,
     normal_outcomes,
     utility_at_locations,
     utility_per_theta,
@@ -102,10 +103,13 @@ class Predictive:
             return loc[:, None, :] + sd[:, None, :] * z[None]
         return self._chunks(z[None], u[None])
 
-    def utility(self, h: np.ndarray, z: np.ndarray, u: np.ndarray, kind: str, scale: float,
-                estimator: str) -> np.ndarray:
-        """The utility term per draw (T,) at decisions ``h``, outcomes from ``z``, ``u``."""
-        loss = self.model.loss
+    def utility(self, h: np.ndarray, z: np.ndarray, u: np.ndarray, utility: Utility) -> np.ndarray:
+        """The utility term per draw (T,) at decisions ``h``, outcomes from ``z``, ``u``.
+
+        ``utility`` must have its scale set.
+        """
+        loss, kind, estimator = self.model.loss, utility.kind, utility.estimator
+        scale = utility.given_scale("the utility term")
         if self.normal is not None and self.exact_noise:
             return utility_at_locations(*self.normal, z, h, loss, kind, scale, estimator)
         return utility_per_theta(self.outcomes(z, u), h, loss, kind, scale, estimator)

@@ -19,6 +19,7 @@ from stanflow.advi import AdviState
 from stanflow.arviz_compat import Results
 from stanflow.idata import to_inference_data
 from stanflow.lcvi.program import LcviProgram
+from stanflow.lcvi.utility import Utility
 from stanflow.losses import BoundLoss
 
 
@@ -93,8 +94,8 @@ class Loop(NamedTuple):
     baseline : Step
         Plain VI after as many iterations as LCVI's result: what LCVI is
         compared with (``steps[0]`` unless LCVI went on past ``iter``).
-    scale : float
-        ``M`` or ``gamma`` used.
+    utility : Utility
+        The utility term used, its ``scale`` (``M`` or ``gamma``) set.
     settled : bool
         Whether the last decision step moved no decision by more than ``tol``.
     args : dict
@@ -108,14 +109,14 @@ class Loop(NamedTuple):
     branch_iter : int
         Iterations shared by plain VI and LCVI.
     loss : BoundLoss
-    kind, estimator, decision : str
-        The utility, its estimator and the decision step used.
+    decision : str
+        The decision step used.
     """
 
     vi: PlainVI
     steps: list[Step]
     baseline: Step
-    scale: float
+    utility: Utility
     settled: bool
     args: dict[str, Any]
     eps_y: np.ndarray
@@ -123,8 +124,6 @@ class Loop(NamedTuple):
     eps_theta: np.ndarray
     branch_iter: int
     loss: BoundLoss
-    kind: str
-    estimator: str
     decision: str
 
 
@@ -169,9 +168,9 @@ def to_idata(program: LcviProgram, loop: Loop) -> Results:
             "problem": program.name,
             "loss": loop.loss.name,
             "loss_params": list(loop.loss.params),
-            "utility_kind": loop.kind,
-            "scale": loop.scale,
-            "estimator": loop.estimator,
+            "utility_kind": loop.utility.kind,
+            "scale": loop.utility.scale,
+            "estimator": loop.utility.estimator,
             "decision_rule": loop.decision,
             "settled": int(loop.settled),
             "branch_iter": loop.branch_iter,

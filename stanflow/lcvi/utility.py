@@ -15,17 +15,21 @@ estimators of the inner term per ``theta_t`` and data point ``n``:
 
 These are the checks of the Stan template ``stan/lcvi/eight_schools_lcvi.stan``,
 whose target gains :func:`utility_per_theta` at ADVI's own draw of ``theta``.
+
+:class:`Utility` is the utility term as the LCVI procedures take it
+(``utility=``): the utility, its scale, the estimator and ``S``.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.special import logsumexp, ndtri
 
 from stanflow.golden import golden_section, sections_for
-from stanflow.lcvi.utility_transform import check_utility
+from stanflow.lcvi.utility_transform import UTILITIES, check_utility, real_number, utility_scale
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.losses.decisions import CHUNK_ELEMENTS
 
@@ -37,6 +41,78 @@ MAX_SECTIONS = 100
 
 ESTIMATORS = ("naive", "linearised")
 """Estimators of the utility term, in the order of the Stan data ``estimator`` (1, 2)."""
+
+
+@dataclass(frozen=True)
+class Utility:
+    """The utility term of LCVI: the utility of a loss, its scale, estimator and outcome samples.
+
+    What :func:`stanflow.lcvi.run_lcvi`, :func:`stanflow.lcvi.run_lcvi_joint`
+    and :func:`stanflow.lcvi.lcvi` take as ``utility=`` (their default is
+    ``Utility()``); they return it with the scale they used.
+
+    Parameters
+    ----------
+    kind : {"linear", "exp"}, default "linear"
+        Utility ``M - l`` or ``exp(-gamma l)``
+        (:func:`~stanflow.lcvi.utility_transform.utility_from_losses`).
+    scale : float, optional
+        ``M`` or ``gamma``, positive and finite; by default (``None``) set
+        from plain VI's losses at ``percentile``
+        (:func:`~stanflow.lcvi.utility_transform.utility_scale`).
+    percentile : float, default 90
+        In ``(0, 100]``: ``M`` is this percentile of plain VI's losses (the
+        paper's M90), ``gamma = 1 / M``; unused when ``scale`` is given.
+    estimator : {"naive", "linearised"}, default "linearised"
+        The estimator of the inner term (module docstring).
+    n_outcomes : int, default 5
+        Outcome samples ``S`` per draw of ``theta``, at least 1.
+
+    Raises
+    ------
+    ValueError
+        Naming the field, when the object is made.
+    """
+
+    kind: str = "linear"
+    scale: float | None = None
+    percentile: float = 90.0
+    estimator: str = "linearised"
+    n_outcomes: int = 5
+
+    def __post_init__(self) -> None:
+        if self.kind not in UTILITIES:
+            raise ValueError(f"kind: unknown utility {self.kind!r}; known: {list(UTILITIES)}")
+        if self.scale is not None:
+            object.__setattr__(self, "scale", check_utility(self.kind, self.scale)[1])
+        percentile = real_number(self.percentile, "percentile")
+        if not 0 < percentile <= 100:
+            raise ValueError(f"percentile must be in (0, 100], got {self.percentile!r}")
+        object.__setattr__(self, "percentile", percentile)
+        check_estimator(self.estimator)
+        S = self.n_outcomes
+        if isinstance(S, bool) or not isinstance(S, (int, np.integer)) or S < 1:
+            raise ValueError(f"n_outcomes must be an integer >= 1, got {S!r}")
+        object.__setattr__(self, "n_outcomes", int(S))
+
+    def scaled(self, losses: np.ndarray) -> Utility:
+        """This utility with the scale that plain VI's ``losses`` give at ``percentile``."""
+        return replace(self, scale=utility_scale(losses, self.kind, self.percentile))
+
+    def given_scale(self, needed_by: str) -> float:
+        """``scale``, which ``needed_by`` needs given: a ``ValueError`` naming it if ``None``."""
+        if self.scale is None:
+            raise ValueError(f"scale: {needed_by} needs the scale M or gamma")
+        return self.scale
+
+
+def utility_argument(utility: Utility | None) -> Utility:
+    """The ``utility=`` of an LCVI procedure: ``Utility()`` for ``None``, else a :class:`Utility`."""
+    if utility is None:
+        return Utility()
+    if not isinstance(utility, Utility):
+        raise TypeError(f"utility must be a Utility, got {type(utility).__name__}")
+    return utility
 
 
 def theta_draws(mu: np.ndarray, sigma: np.ndarray, eps_theta: np.ndarray) -> np.ndarray:

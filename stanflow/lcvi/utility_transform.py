@@ -53,7 +53,7 @@ def utility_scale(losses: np.ndarray, kind: str, percentile: float = 90.0) -> fl
         ``M``, or ``gamma = 1 / M``.
     """
     _check_kind(kind)
-    percentile = _real(percentile, "percentile")
+    percentile = real_number(percentile, "percentile")
     if not 0 < percentile <= 100:
         raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
     losses = np.asarray(losses, dtype=float)
@@ -70,7 +70,7 @@ def utility_scale(losses: np.ndarray, kind: str, percentile: float = 90.0) -> fl
 def check_utility(kind: str, scale: float) -> tuple[str, float]:
     """Validate a utility ``kind`` and its ``scale`` (``M`` or ``gamma``)."""
     _check_kind(kind)
-    scale = _real(scale, "scale")
+    scale = real_number(scale, "scale")
     if not scale > 0:
         name = "M" if kind == "linear" else "gamma"
         raise ValueError(f"scale ({name}) must be positive, got {scale!r}")
@@ -82,7 +82,8 @@ def _check_kind(kind: str) -> None:
         raise ValueError(f"utility: unknown utility {kind!r}; known: {list(UTILITIES)}")
 
 
-def _real(value: float, name: str) -> float:
+def real_number(value: float, name: str) -> float:
+    """``value`` as a finite float, or a ``ValueError`` naming it ``name``."""
     try:
         number = float(value)
     except (TypeError, ValueError):

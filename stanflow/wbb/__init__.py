@@ -5,6 +5,10 @@
 - :mod:`~stanflow.wbb.ridge`: weighted ridge in closed form;
 - :mod:`~stanflow.wbb.trend_filtering`: weighted trend filtering of order k
   (barrier method on the dual, banded Newton steps);
+- :mod:`~stanflow.wbb.glm`: :class:`GlmProblem`, the smooth penalised problem of
+  the shipped template (data, ``lam``, a loss and a penalty, shipped or files
+  of yours, and their parameters), checked when it is made; the two solvers
+  below take it first;
 - :mod:`~stanflow.wbb.stan_optimize`: smooth losses and penalties through
   CmdStan ``optimize`` on ``stan/wbb/weighted_glm.stan``, one run per draw
   through :mod:`stanflow.runs` (imported on demand: it needs the toolchain);
@@ -68,8 +72,9 @@ from stanflow.wbb.trend_filtering import TrendFilterResult, trend_filter
 from stanflow.wbb.weights import bootstrap_weights, draw_weights
 
 # Imported on first use: these need cmdstanpy or bridgestan and the toolchain,
-# which the other solvers do not.
+# which the other solvers do not (GlmProblem binds slot files: stanc checks yours).
 _ON_DEMAND = {
+    "GlmProblem": "stanflow.wbb.glm",
     "wbb_glm": "stanflow.wbb.stan_optimize",
     "wbb_glm_inprocess": "stanflow.wbb.inprocess",
     "WeightedGlm": "stanflow.wbb.inprocess",
@@ -87,6 +92,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "BridgeResult",
     "Draws",
+    "GlmProblem",
     "LassoMarginal",
     "LassoResult",
     "RidgeResult",

@@ -1,6 +1,7 @@
 """Smooth weighted problems optimised in process, on Stan's gradients.
 
-Each WBB draw ``b`` solves the problem of :mod:`stanflow.wbb.stan_optimize`,
+Each WBB draw ``b`` solves the problem of a :class:`~stanflow.wbb.glm.GlmProblem`,
+as :mod:`stanflow.wbb.stan_optimize` does,
 
     minimise_{alpha, beta}  sum_i w_bi loss(y_i, alpha + x_i' beta)  +  lam * wp_b * penalty(beta),
 
@@ -38,7 +39,6 @@ Scaling is that of :mod:`stanflow.wbb.stan_optimize`: ``loss="squared"`` is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,18 +48,10 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow.arviz_compat import Results
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
-from stanflow.losses import loss_parameters, loss_slot_file
-from stanflow.losses.registry import Params
 from stanflow.models import load, log_density_gradient_rows, program_path
-from stanflow.wbb._checks import (
-    check_lam,
-    check_max_iter,
-    check_positive,
-    check_weights,
-    check_X_y,
-)
+from stanflow.wbb._checks import check_max_iter, check_positive, check_weights
 from stanflow.wbb.bootstrap import Draws, check_draws, wbb
-from stanflow.wbb.penalties import penalty_parameters, penalty_slot_file
+from stanflow.wbb.glm import GlmProblem, check_problem
 
 LOSS_PROGRAM = "wbb/weighted_loss"
 PENALTY_PROGRAM = "wbb/penalty_only"
@@ -67,107 +59,75 @@ PENALTY_PROGRAM = "wbb/penalty_only"
 _BLAS = ThreadpoolController()
 
 class WeightedGlm:
-    """The weighted penalised objective of one data set, loss and penalty.
+    """The weighted penalised objective of a :class:`~stanflow.wbb.glm.GlmProblem`.
 
     The Stan models are loaded when the object is made; weights are given per
     evaluation, so one object serves every WBB draw.
 
     Parameters
     ----------
-    X : ndarray, shape (n, p)
-    y : ndarray, shape (n,)
-    lam : float
-        Penalty level, ``>= 0``.
-    loss : str or path
-        A name in ``stan/losses`` (``squared``, ``logistic``, ``huber``, ...)
-        or the path of a file defining ``real loss(real y, real f, vector
-        loss_params)``.
-    penalty : str or path
-        A name in ``stan/wbb/penalties`` (``ridge``, ``pseudo_huber``) or the
-        path of a file defining ``real penalty(vector beta, vector
-        penalty_params)``.
-    fit_intercept : bool
-        Fit an unpenalised intercept ``alpha``; a parameter vector is then
-        ``(alpha, beta)``, else ``beta``.
-    loss_params, penalty_params : sequence of float or mapping
-        The slots' parameters, in declared order or by name
-        (:func:`stanflow.losses.loss_parameters`); checked against the files'
-        ``// params:`` lines.
+    problem : GlmProblem
+        The data, ``lam``, loss, penalty, their parameters and the intercept.
+        With an intercept a parameter vector is ``(alpha, beta)``, else ``beta``.
     threads : int, optional
         Threads of the batched Stan calls (default: the cores this process may
         use; see :func:`stanflow.models.log_density_gradient_rows`).
 
     Attributes
     ----------
-    X, y, lam, fit_intercept, threads
-        As given (``X``, ``y`` as float arrays).
-    loss_file, penalty_file : pathlib.Path
-        The slot files.
-    loss_params, penalty_params : ndarray
+    problem, threads
+        As given.
     loss_model, penalty_model : bridgestan.StanModel
         ``stan/wbb/weighted_loss.stan`` and ``stan/wbb/penalty_only.stan``
-        with the slots bound.
+        with ``problem``'s slot files bound.
+
+    Raises
+    ------
+    TypeError
+        If ``problem`` is not a :class:`GlmProblem`.
+    ValueError
+        If ``threads`` is not an int ``>= 1``, before anything loads.
     """
 
-    def __init__(
-        self,
-        X: np.ndarray,
-        y: np.ndarray,
-        lam: float,
-        *,
-        loss: str | Path = "squared",
-        penalty: str | Path = "ridge",
-        fit_intercept: bool = False,
-        loss_params: Params = (),
-        penalty_params: Params = (),
-        threads: int | None = None,
-    ) -> None:
-        self.X, self.y = check_X_y(X, y)
-        self.lam = check_lam(lam)
-        self.fit_intercept = bool(fit_intercept)
+    def __init__(self, problem: GlmProblem, *, threads: int | None = None) -> None:
+        check_problem(problem)
         if threads is not None:
             check_max_iter(threads, "threads")
+        self.problem = problem
         self.threads = threads
-        self.loss_params = np.array(loss_parameters(loss, loss_params), dtype=float)
-        self.penalty_params = np.array(penalty_parameters(penalty, penalty_params), dtype=float)
-        self.loss_file = loss_slot_file(loss)
-        self.penalty_file = penalty_slot_file(penalty)
+        loss_params = np.array(problem.loss_params, dtype=float)
+        penalty_params = np.array(problem.penalty_params, dtype=float)
         self.loss_model: bridgestan.StanModel = load(
             program_path(LOSS_PROGRAM),
-            {"N": self.y.size, "y": self.y, "n_loss_params": self.loss_params.size,
-             "loss_params": self.loss_params},
-            slots={"loss.stanfunctions": self.loss_file},
+            {"N": problem.n, "y": problem.y, "n_loss_params": loss_params.size,
+             "loss_params": loss_params},
+            slots={"loss.stanfunctions": problem.loss_file},
             name="wbb_weighted_loss",
         )
         self.penalty_model: bridgestan.StanModel = load(
             program_path(PENALTY_PROGRAM),
-            {"K": self.n_features, "n_penalty_params": self.penalty_params.size,
-             "penalty_params": self.penalty_params},
-            slots={"penalty.stanfunctions": self.penalty_file},
+            {"K": problem.n_features, "n_penalty_params": penalty_params.size,
+             "penalty_params": penalty_params},
+            slots={"penalty.stanfunctions": problem.penalty_file},
             name="wbb_penalty",
         )
 
     @property
-    def n_features(self) -> int:
-        """``p``, the number of coefficients ``beta``."""
-        return self.X.shape[1]
-
-    @property
     def n_params(self) -> int:
         """Length of a parameter vector: ``p``, plus 1 with an intercept."""
-        return self.n_features + int(self.fit_intercept)
+        return self.problem.n_features + int(self.problem.fit_intercept)
 
     def pack(self, beta: np.ndarray, intercept: float = 0.0) -> np.ndarray:
         """The parameter vector ``(alpha, beta)`` or ``beta``, shape (n_params,)."""
         beta = np.asarray(beta, dtype=float)
-        return np.r_[float(intercept), beta] if self.fit_intercept else beta.copy()
+        return np.r_[float(intercept), beta] if self.problem.fit_intercept else beta.copy()
 
     def unpack(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``alpha`` (k,) and ``beta`` (k, p) of parameter vectors (k, n_params).
 
         ``alpha`` is 0 without an intercept.
         """
-        if self.fit_intercept:
+        if self.problem.fit_intercept:
             return theta[:, 0], theta[:, 1:]
         return np.zeros(theta.shape[0]), theta
 
@@ -192,22 +152,24 @@ class WeightedGlm:
         gradients : ndarray, shape (k, n_params)
             NaN where ``values`` is infinite.
         """
+        X, y = self.problem.X, self.problem.y
         alpha, beta = self.unpack(theta)
-        f = beta @ self.X.T + alpha[:, None]
+        f = beta @ X.T + alpha[:, None]
         values = np.full(theta.shape[0], np.inf)
         grads = np.full(theta.shape, np.nan)
         ok = np.isfinite(f).all(axis=1)
         if not ok.any():
             return values, grads
         loss_lp, loss_grad = self._rows(self.loss_model, np.hstack([f[ok], w[ok]]))
-        weighted = -loss_grad[:, : self.y.size]  # w_i loss'(y_i, f_i)
-        grad_beta = weighted @ self.X
-        scale = self.lam * wp[ok]
+        weighted = -loss_grad[:, : y.size]  # w_i loss'(y_i, f_i)
+        grad_beta = weighted @ X
+        scale = self.problem.lam * wp[ok]
         penalty_lp, penalty_grad = self._rows(self.penalty_model, beta[ok])
         penalised = scale > 0  # 0 * inf would be NaN for a rejected beta
         values[ok] = -loss_lp - np.where(penalised, scale * penalty_lp, 0.0)
         grad_beta -= np.where(penalised[:, None], scale[:, None] * penalty_grad, 0.0)
-        grads[ok] = np.column_stack([weighted.sum(axis=1), grad_beta]) if self.fit_intercept else grad_beta
+        grads[ok] = (np.column_stack([weighted.sum(axis=1), grad_beta]) if self.problem.fit_intercept
+                     else grad_beta)
         bad = ~(np.isfinite(values) & np.isfinite(grads).all(axis=1))
         values[bad], grads[bad] = np.inf, np.nan
         return values, grads
@@ -227,12 +189,13 @@ class WeightedGlm:
             If the loss or the penalty raises or is not finite there (a
             missing parameter, a point outside its domain).
         """
+        problem = self.problem
         alpha, beta = self.unpack(np.asarray(theta, dtype=float)[None])
-        f = beta @ self.X.T + alpha[:, None]
-        _check_slot(self.loss_model, np.hstack([f, np.ones_like(f)]), "loss", self.loss_file,
-                    "loss_params", self.loss_params, "f = alpha + X beta")
-        _check_slot(self.penalty_model, beta, "penalty", self.penalty_file,
-                    "penalty_params", self.penalty_params, "beta")
+        f = beta @ problem.X.T + alpha[:, None]
+        _check_slot(self.loss_model, np.hstack([f, np.ones_like(f)]), "loss", problem.loss_file,
+                    "loss_params", problem.loss_params, "f = alpha + X beta")
+        _check_slot(self.penalty_model, beta, "penalty", problem.penalty_file,
+                    "penalty_params", problem.penalty_params, "beta")
 
     def _rows(self, model: bridgestan.StanModel, points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return log_density_gradient_rows(model, points, propto=False, jacobian=False,
@@ -240,7 +203,7 @@ class WeightedGlm:
 
 
 def lbfgs_draws(
-    problem: WeightedGlm,
+    glm: WeightedGlm,
     weights: np.ndarray | None,
     prior_weight: float | np.ndarray = 1.0,
     *,
@@ -254,7 +217,8 @@ def lbfgs_draws(
 
     Parameters
     ----------
-    problem : WeightedGlm
+    glm : WeightedGlm
+        The loaded objective of a :class:`GlmProblem`.
     weights : ndarray, shape (n,) or (B, n), or None
         Non-negative observation weights (None: one draw of unit weights).
     prior_weight : float or ndarray, shape (B,)
@@ -262,7 +226,7 @@ def lbfgs_draws(
     init : ndarray, shape (p,), optional
         Starting ``beta`` of every draw (zeros if omitted).
     init_intercept : float
-        Starting intercept (with ``problem.fit_intercept``).
+        Starting intercept (with ``glm.problem.fit_intercept``).
     gtol : float
         Relative gradient tolerance: a draw has converged when its largest
         gradient component is ``<= gtol * max(1, |F(start)|)``.
@@ -285,40 +249,40 @@ def lbfgs_draws(
     Raises
     ------
     TypeError
-        If ``problem`` is not a :class:`WeightedGlm`.
+        If ``glm`` is not a :class:`WeightedGlm`.
     ValueError
         For bad weights, tolerances or ``init``, or when the loss or
         penalty fails at the start (the message names the slot and its
         parameters).
     """
-    if not isinstance(problem, WeightedGlm):
-        raise TypeError(f"problem must be a WeightedGlm, got {type(problem).__name__}")
-    w, wp = check_weights(weights, prior_weight, problem.X.shape[0])
+    if not isinstance(glm, WeightedGlm):
+        raise TypeError(f"glm must be a WeightedGlm, got {type(glm).__name__}")
+    w, wp = check_weights(weights, prior_weight, glm.problem.n)
     gtol, ftol = check_positive(gtol, "gtol"), check_positive(ftol, "ftol")
     max_iter = check_max_iter(max_iter, "max_iter")
-    start = _start(problem, init, init_intercept)
-    problem.check_start(start)
+    start = _start(glm, init, init_intercept)
+    glm.check_start(start)
     x0 = np.tile(start, (w.shape[0], 1))
     # One BLAS thread: the products are small, and OpenBLAS threads woken for
     # them cost more than the work (measured: a 9-parameter scipy L-BFGS-B
     # solve took 13-24 ms with two threads, 1 ms with one).
     with _BLAS.limit(limits=1, user_api="blas"):
-        found = minimise_batch(lambda theta, rows: problem.evaluate(theta, w[rows], wp[rows]),
+        found = minimise_batch(lambda theta, rows: glm.evaluate(theta, w[rows], wp[rows]),
                              x0, gtol=gtol, ftol=ftol, max_iter=max_iter)
-    return _collect(problem, found)
+    return _collect(glm.problem, found)
 
 
-def _start(problem: WeightedGlm, init: np.ndarray | None, init_intercept: float) -> np.ndarray:
-    p = problem.n_features
+def _start(glm: WeightedGlm, init: np.ndarray | None, init_intercept: float) -> np.ndarray:
+    p = glm.problem.n_features
     beta = np.zeros(p) if init is None else np.asarray(init, dtype=float)
     if beta.shape != (p,) or not np.all(np.isfinite(beta)):
         raise ValueError(f"init must be finite with shape ({p},), got {beta.shape}")
     if not np.isfinite(init_intercept):
         raise ValueError(f"init_intercept must be finite, got {init_intercept!r}")
-    return problem.pack(beta, init_intercept)
+    return glm.pack(beta, init_intercept)
 
 
-def _collect(problem: WeightedGlm, found: Solutions) -> Draws:
+def _collect(problem: GlmProblem, found: Solutions) -> Draws:
     theta = found.theta.copy()
     converged = (found.status == CONVERGED) & np.isfinite(theta).all(axis=1)
     params = {"beta": theta[:, int(problem.fit_intercept):]}
@@ -330,19 +294,11 @@ def _collect(problem: WeightedGlm, found: Solutions) -> Draws:
 
 
 def wbb_glm_inprocess(
-    X: np.ndarray,
-    y: np.ndarray,
-    lam: float,
+    problem: GlmProblem,
     B: int,
     *,
     seed: int,
     prior: str = "random",
-    loss: str | Path = "squared",
-    penalty: str | Path = "ridge",
-    fit_intercept: bool = False,
-    loss_params: Params = (),
-    penalty_params: Params = (),
-    feature_names: Sequence[str] | None = None,
     warm_start: bool = True,
     gtol: float = 1e-10,
     ftol: float = 1e-16,
@@ -369,16 +325,17 @@ def wbb_glm_inprocess(
 
     Parameters
     ----------
-    X, y, lam, loss, penalty, fit_intercept, loss_params, penalty_params, threads
-        As in :class:`WeightedGlm`.
+    problem : GlmProblem
+        The data, ``lam``, loss, penalty, their parameters, the intercept and
+        the feature names.
     B, seed, prior, batch_size, on_failure
         As in :func:`stanflow.wbb.bootstrap.wbb`.
-    feature_names : sequence of str, optional
-        Coordinates of ``feature`` (0..p-1 if omitted).
     warm_start : bool
         Start the draws from the unit-weight optimum rather than from 0.
     gtol, ftol, max_iter
         As in :func:`lbfgs_draws`.
+    threads : int, optional
+        As in :class:`WeightedGlm`.
 
     Each Stan call holds the points of a whole batch, ``(draws, 2 n)``
     doubles: for large ``n`` bound it with ``batch_size``.
@@ -389,54 +346,53 @@ def wbb_glm_inprocess(
     Returns
     -------
     Results
+        Root attributes: ``solver`` (``inprocess_lbfgs``), ``problem``'s
+        :meth:`~GlmProblem.describe`, ``warm_start``, ``gtol`` and ``ftol``.
+
+    Raises
+    ------
+    TypeError
+        If ``problem`` is not a :class:`GlmProblem`.
     """
+    check_problem(problem)
     check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
-    names = _feature_names(feature_names, check_X_y(X, y)[0].shape[1])
     options: dict[str, Any] = {
         "gtol": check_positive(gtol, "gtol"), "ftol": check_positive(ftol, "ftol"),
         "max_iter": check_max_iter(max_iter, "max_iter"),
     }
-    problem = WeightedGlm(X, y, lam, loss=loss, penalty=penalty, fit_intercept=fit_intercept,
-                          loss_params=loss_params, penalty_params=penalty_params, threads=threads)
+    glm = WeightedGlm(problem, threads=threads)
     beta0, alpha0 = np.zeros(problem.n_features), 0.0
     if warm_start:
-        unit = lbfgs_draws(problem, None, 1.0, **options)
+        unit = lbfgs_draws(glm, None, 1.0, **options)
         if unit.converged[0]:
             beta0 = unit.params["beta"][0]
-            alpha0 = float(unit.params["intercept"][0]) if fit_intercept else 0.0
+            alpha0 = float(unit.params["intercept"][0]) if problem.fit_intercept else 0.0
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
-        return lbfgs_draws(problem, w, wp, init=beta0, init_intercept=alpha0, **options)
+        return lbfgs_draws(glm, w, wp, init=beta0, init_intercept=alpha0, **options)
 
     return wbb(
-        solve, problem.X.shape[0], B, seed=seed, prior=prior, batch_size=batch_size,
-        coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure,
-        attrs={"solver": "inprocess_lbfgs", "lam": problem.lam, "loss": str(loss),
-               "penalty": str(penalty), "warm_start": int(warm_start), "gtol": gtol, "ftol": ftol},
+        solve, problem.n, B, seed=seed, prior=prior, batch_size=batch_size,
+        coords={"feature": problem.features}, dims={"beta": ["feature"]}, on_failure=on_failure,
+        attrs={"solver": "inprocess_lbfgs", **problem.describe(),
+               "warm_start": int(warm_start), "gtol": gtol, "ftol": ftol},
     )
-
-
-def _feature_names(names: Sequence[str] | None, p: int) -> list[int | str]:
-    labels: list[int | str] = list(range(p)) if names is None else list(names)
-    if len(labels) != p:
-        raise ValueError(f"feature_names must have {p} entries, got {len(labels)}")
-    return labels
 
 
 def _check_slot(
     model: bridgestan.StanModel, point: np.ndarray, what: str, path: Path,
-    params_name: str, params: np.ndarray, where: str,
+    params_name: str, params: tuple[float, ...], where: str,
 ) -> None:
     try:
         lp, grad = log_density_gradient_rows(model, point, propto=False, jacobian=False, threads=1)
     except ValueError as err:
         raise ValueError(
             f"{what}: {path.name} fails at the start ({where}) with "
-            f"{params_name} = {params.tolist()}: {err}"
+            f"{params_name} = {list(params)}: {err}"
         ) from None
     if not (np.all(np.isfinite(lp)) and np.all(np.isfinite(grad))):
         raise ValueError(
             f"{what}: {path.name} is not finite at the start ({where}) with "
-            f"{params_name} = {params.tolist()}"
+            f"{params_name} = {list(params)}"
         )

@@ -1,8 +1,8 @@
 """Smooth weighted problems through CmdStan's ``optimize``, one run per WBB draw.
 
-Each draw ``b`` solves
+Each draw ``b`` solves the problem of a :class:`~stanflow.wbb.glm.GlmProblem`,
 
-    minimise_{alpha, beta}  sum_i w_bi loss(y_i, alpha + x_i' beta)  +  lam * wp_b * penalty(beta)
+    minimise_{alpha, beta}  sum_i w_bi loss(y_i, alpha + x_i' beta)  +  lam * wp_b * penalty(beta),
 
 with the template ``stan/wbb/weighted_glm.stan``: the loss and the penalty are
 slots (``loss.stanfunctions``, any of ``stan/losses``; ``penalty.stanfunctions``,
@@ -25,10 +25,11 @@ at ``lam`` is :func:`stanflow.wbb.ridge.solve_ridge` at ``lam / 2``.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -36,23 +37,22 @@ import cmdstanpy
 import numpy as np
 
 from stanflow.arviz_compat import Results
-from stanflow.losses import loss_parameters, loss_slot_file
+from stanflow.losses import loss_slot_file
 from stanflow.models import compile_model, program_path
 from stanflow.outdir import Interrupted
 from stanflow.runs import Executor, RunResult, RunSet, RunSpec
-from stanflow.wbb._checks import (
-    check_lam,
-    check_weights,
-    check_X_y,
-)
+from stanflow.wbb._checks import check_weights
 from stanflow.wbb.bootstrap import Draws, check_draws, wbb
-from stanflow.wbb.penalties import penalty_parameters, penalty_slot_file
+from stanflow.wbb.glm import GlmProblem, check_problem
+from stanflow.wbb.penalties import penalty_slot_file
 
 TEMPLATE = "wbb/weighted_glm"
 CONVERGED = ("Optimization terminated normally", "Convergence detected")
 
 
-def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cmdstanpy.CmdStanModel:
+def glm_model(
+    loss: str | os.PathLike = "squared", penalty: str | os.PathLike = "ridge"
+) -> cmdstanpy.CmdStanModel:
     """The compiled template with a loss and a penalty bound.
 
     Parameters
@@ -82,15 +82,10 @@ def glm_model(loss: str | Path = "squared", penalty: str | Path = "ridge") -> cm
 
 def optimize_draws(
     model: cmdstanpy.CmdStanModel,
-    X: np.ndarray,
-    y: np.ndarray,
-    lam: float,
+    problem: GlmProblem,
     weights: np.ndarray,
     prior_weight: float | np.ndarray = 1.0,
     *,
-    fit_intercept: bool = False,
-    loss_params: Sequence[float] = (),
-    penalty_params: Sequence[float] = (),
     init: np.ndarray | None = None,
     args: Mapping[str, Any] | None = None,
     out_dir: str | Path | None = None,
@@ -102,19 +97,13 @@ def optimize_draws(
     Parameters
     ----------
     model : cmdstanpy.CmdStanModel
-        From :func:`glm_model`.
-    X : ndarray, shape (n, p)
-    y : ndarray, shape (n,)
-    lam : float
-        Penalty level, ``>= 0``.
+        From :func:`glm_model`, with ``problem``'s loss and penalty.
+    problem : GlmProblem
+        The data, ``lam``, the intercept and the slots' parameters.
     weights : ndarray, shape (n,) or (B, n)
         Non-negative observation weights.
     prior_weight : float or ndarray, shape (B,)
         Non-negative multiplier of the penalty per draw.
-    fit_intercept : bool
-        Fit an unpenalised intercept ``alpha``.
-    loss_params, penalty_params : sequence of float
-        The slots' parameter vectors.
     init : ndarray, shape (p,), optional
         Starting ``beta`` of every run (zeros if omitted; the intercept starts at 0).
     args : mapping, optional
@@ -134,20 +123,28 @@ def optimize_draws(
         ``params``: ``beta`` (B, p) and, with an intercept, ``intercept`` (B,);
         ``converged``; ``stats``: ``objective`` (the minimised value) and
         ``exit_code`` (-1: none).
+
+    Raises
+    ------
+    TypeError
+        If ``problem`` is not a :class:`GlmProblem`.
+    ValueError
+        For bad weights or ``init``, before any run.
     """
-    X, y = check_X_y(X, y)
-    lam = check_lam(lam)
-    w, wp = check_weights(weights, prior_weight, X.shape[0])
-    p = X.shape[1]
+    check_problem(problem)
+    X, y, lam, fit_intercept = problem.X, problem.y, problem.lam, problem.fit_intercept
+    w, wp = check_weights(weights, prior_weight, problem.n)
+    p = problem.n_features
     start = np.zeros(p) if init is None else np.asarray(init, dtype=float)
     if start.shape != (p,) or not np.all(np.isfinite(start)):
         raise ValueError(f"init must be finite with shape ({p},), got {start.shape}")
     inits = {"beta": start.tolist(), "alpha": [0.0] * int(fit_intercept)}
     shared = {
         "N": X.shape[0], "K": p, "X": X, "y": y, "lambda": lam, "fit_intercept": int(fit_intercept),
-        "n_loss_params": len(loss_params), "loss_params": np.asarray(loss_params, dtype=float),
-        "n_penalty_params": len(penalty_params),
-        "penalty_params": np.asarray(penalty_params, dtype=float),
+        "n_loss_params": len(problem.loss_params),
+        "loss_params": np.asarray(problem.loss_params, dtype=float),
+        "n_penalty_params": len(problem.penalty_params),
+        "penalty_params": np.asarray(problem.penalty_params, dtype=float),
     }
     run_args = {"algorithm": "lbfgs", "iter": 10_000, "sig_figs": 18, **dict(args or {})}
     specs = [
@@ -203,19 +200,11 @@ def _collect(results: list[RunResult], p: int, fit_intercept: bool) -> Draws:
 
 
 def wbb_glm(
-    X: np.ndarray,
-    y: np.ndarray,
-    lam: float,
+    problem: GlmProblem,
     B: int,
     *,
     seed: int,
     prior: str = "random",
-    loss: str | Path = "squared",
-    penalty: str | Path = "ridge",
-    fit_intercept: bool = False,
-    loss_params: Mapping[str, float] | Sequence[float] = (),
-    penalty_params: Mapping[str, float] | Sequence[float] = (),
-    feature_names: Sequence[str] | None = None,
     args: Mapping[str, Any] | None = None,
     out_dir: str | Path | None = None,
     executor: Executor | None = None,
@@ -232,41 +221,43 @@ def wbb_glm(
 
     Parameters
     ----------
-    X, y, lam, fit_intercept, args, executor, progress
-        As in :func:`optimize_draws`.
-    loss_params, penalty_params : sequence of float or mapping
-        In declared order or by name (:func:`stanflow.losses.loss_parameters`).
+    problem : GlmProblem
+        The data, ``lam``, loss, penalty, their parameters, the intercept and
+        the feature names; the executable is :func:`glm_model` of its loss
+        and penalty.
     B, seed, prior, batch_size, on_failure
         As in :func:`stanflow.wbb.bootstrap.wbb`.
-    loss, penalty
-        As in :func:`glm_model`.
-    feature_names : sequence of str, optional
-        Coordinates of ``feature``.
+    args, out_dir, executor, progress
+        As in :func:`optimize_draws`.
 
     Returns
     -------
     Results
+        Root attributes: ``solver`` (``stan_optimize``) and ``problem``'s
+        :meth:`~GlmProblem.describe`.
+
+    Raises
+    ------
+    TypeError
+        If ``problem`` is not a :class:`GlmProblem`.
+    ValueError, TypeError
+        For the driver's settings (:func:`stanflow.wbb.bootstrap.check_draws`),
+        before anything compiles.
     """
+    check_problem(problem)
     check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
-    X, y = check_X_y(X, y)
-    check_lam(lam)
-    loss_params = loss_parameters(loss, loss_params)
-    penalty_params = penalty_parameters(penalty, penalty_params)
-    model = glm_model(loss, penalty)
+    model = glm_model(problem.loss, problem.penalty)
     batches = itertools.count()
 
     def solve(w: np.ndarray, wp: np.ndarray) -> Draws:
         folder = None if out_dir is None else Path(out_dir) / f"batch-{next(batches)}"
         return optimize_draws(
-            model, X, y, lam, w, wp, fit_intercept=fit_intercept, loss_params=loss_params,
-            penalty_params=penalty_params, args=args, out_dir=folder, executor=executor,
-            progress=progress,
+            model, problem, w, wp, args=args, out_dir=folder, executor=executor, progress=progress,
         )
 
-    names = list(range(X.shape[1])) if feature_names is None else list(feature_names)
     return wbb(
-        solve, X.shape[0], B, seed=seed, prior=prior, batch_size=batch_size,
-        coords={"feature": names}, dims={"beta": ["feature"]}, on_failure=on_failure,
-        attrs={"solver": "stan_optimize", "lam": float(lam), "loss": str(loss), "penalty": str(penalty)},
+        solve, problem.n, B, seed=seed, prior=prior, batch_size=batch_size,
+        coords={"feature": problem.features}, dims={"beta": ["feature"]}, on_failure=on_failure,
+        attrs={"solver": "stan_optimize", **problem.describe()},
     )

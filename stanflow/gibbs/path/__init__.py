@@ -2,6 +2,9 @@
 
 - :mod:`~stanflow.gibbs.path.target`: a loss program's losses and prior at
   many particles (:class:`PathTarget`), where the particles live;
+- :mod:`~stanflow.gibbs.path.sampler`: the sweep's settings, one argument
+  object (:class:`PathSampler`: particles, moves, ``target_ess``), and
+  :func:`calibrate_path`'s own default, :data:`CALIBRATION_SAMPLER`;
 - :mod:`~stanflow.gibbs.path.sweep`: the sweep (:class:`PathLevel`, the
   kernels, the extendable loop :class:`LearningRatePath`) and
   :func:`gibbs_path`, which returns the results; NUTS moves through the run
@@ -22,12 +25,15 @@ from stanflow.gibbs.path.calibration import calibrate_path, rules_on_path
 from stanflow.gibbs.path.figure import plot_path
 from stanflow.gibbs.path.gpc_root import path_gpc
 from stanflow.gibbs.path.read import cdf, functionals, reweight, weighted_quantile
+from stanflow.gibbs.path.sampler import CALIBRATION_SAMPLER, PathSampler
 from stanflow.gibbs.path.sweep import LearningRatePath, PathLevel, gibbs_path
 from stanflow.gibbs.path.target import PathTarget
 
 __all__ = [
+    "CALIBRATION_SAMPLER",
     "LearningRatePath",
     "PathLevel",
+    "PathSampler",
     "PathTarget",
     "calibrate_path",
     "cdf",

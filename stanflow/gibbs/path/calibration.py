@@ -30,6 +30,7 @@ from stanflow.gibbs.path.read import (
     reweight,
     weighted_quantile,
 )
+from stanflow.gibbs.path.sampler import CALIBRATION_SAMPLER, PathSampler
 from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
@@ -126,10 +127,7 @@ def calibrate_path(
     rules: Sequence[str] = RULES,
     marks: Mapping[str, float] | None = None,
     omega_max: float | None = None,
-    n_particles: int = 4000,
-    n_moves: int = 3,
-    target_ess: float = 0.5,
-    moves: str = "rwm",
+    sampler: PathSampler | None = None,
     proposal_scale: float = 0.25,
     xtol: float = 1e-3,
     adjust: str = "none",
@@ -159,8 +157,10 @@ def calibrate_path(
     omega_max : float, optional
         Sweep at least this far after the calibration (the functionals'
         range); default the largest marked ``omega`` and ``omega0``.
-    n_particles, n_moves, target_ess, moves
-        The sampler (:class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``).
+    sampler : PathSampler, optional
+        The path's sampler (:class:`~stanflow.gibbs.path.sampler.PathSampler`;
+        :class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``); default
+        :data:`CALIBRATION_SAMPLER`, ``PathSampler(n_particles=4000, n_moves=3)``.
     adjust : {"none", "sandwich"}, default "none"
         ``"sandwich"``: the shape fix (:mod:`stanflow.gibbs.shape`). Every
         posterior is moved to the shape of the plug-in's sandwich ``H^-1 J
@@ -193,8 +193,7 @@ def calibrate_path(
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise ValueError(f"marks[{name!r}] must be a positive learning rate, got {value!r}")
     path = LearningRatePath(
-        program, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
-        moves=moves, seed=seed,
+        program, sampler=CALIBRATION_SAMPLER if sampler is None else sampler, seed=seed,
     )
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
     # H and J once, for the shape fix and both rules (Holmes-Walker reads the plug-in's).

@@ -13,7 +13,8 @@ Between schedule points the Gibbs posterior at ``omega`` is the particles of
 the last schedule point at or below it reweighted by
 ``exp(-(omega - omega_k) L_n)`` (:mod:`stanflow.gibbs.path.read`), whose
 effective sample size the adaptive schedule keeps at least ``target_ess * N``
-up to the next point.
+up to the next point. The sampler's settings (particles, moves, ``target_ess``)
+are one argument object, :class:`~stanflow.gibbs.path.sampler.PathSampler`.
 
 With ``q < 1`` the sweep follows the q-path between the same endpoints
 (:func:`stanflow.qpaths.qmath.log_qpath`); its intermediate levels are then not
@@ -40,6 +41,12 @@ from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.path.moves import NutsMoves
 from stanflow.gibbs.path.read import default_omegas, functionals
+from stanflow.gibbs.path.sampler import (
+    MIN_PARTICLES_PER_PARAMETER,
+    PathSampler,
+    as_sampler,
+    at_least,
+)
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
 from stanflow.qpaths import smc_step
@@ -53,11 +60,6 @@ from stanflow.qpaths.kernels import (
 from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
 
-MOVES = ("rwm", "nuts", "auto")
-MIN_PARTICLES_PER_PARAMETER = 50
-"""The random-walk proposal is the particles' covariance, the schedule keeps
-half of them effective, and the calibration's regions are weighted covariances:
-fewer than this many particles per parameter is refused."""
 _BLAS = ThreadpoolController()
 
 
@@ -191,33 +193,29 @@ class LearningRatePath:
     q : float, default 1.0
         1: the geometric path, whose levels are the Gibbs posteriors at their
         ``omega``; below 1 a q-path between the same endpoints.
-    n_particles : int, default 2000
-        At least :data:`MIN_PARTICLES_PER_PARAMETER` per parameter.
-    n_moves : int, default 5
-        Moves per schedule point; with ``moves="auto"`` the most per point.
-    target_ess : float, default 0.5
-        The schedule keeps this fraction of ``N`` effective per step, in (0, 1).
+    sampler : PathSampler, optional
+        Particles, moves per schedule point and their kernel, ``target_ess``
+        (:class:`~stanflow.gibbs.path.sampler.PathSampler`); default
+        ``PathSampler()``: 2000 particles, 5 random-walk moves, ``target_ess =
+        0.5``. At least :data:`MIN_PARTICLES_PER_PARAMETER` particles per
+        parameter; NUTS moves need ``q = 1``.
     resampling : {"systematic", "multinomial"}, default "systematic"
-    moves : {"rwm", "nuts", "auto"}, default "rwm"
-        Random-walk Metropolis (NumPy, :func:`~stanflow.qpaths.kernels.rwm_moves`),
-        NUTS through the program's executable and the run layer
-        (:class:`stanflow.gibbs.path.moves.NutsMoves`, ``q = 1`` only), or
-        self-tuning moves (:class:`stanflow.qpaths.self_tuning.SelfTuningMoves`:
-        independence proposals from the particles' Gaussian where they are
-        accepted, else an adapted random walk, as many per point as the
-        particles need to decorrelate, at most ``n_moves``): with tens of
-        parameters a few random-walk moves leave the particles where their
-        ancestors were.
     seed : int, optional
     max_steps : int, default 1000
         Give up (``RuntimeError``) after this many schedule points.
     weights : array_like, shape (n,), optional
         The observations' weights (default all 1; :class:`~stanflow.gibbs.path.target.PathTarget`).
 
+    Raises
+    ------
+    TypeError, ValueError
+        Naming the argument (or the sampler's field), before any sampling.
+
     Attributes
     ----------
     target : PathTarget
         The program's losses and prior at particles.
+    sampler : PathSampler
     levels : list of PathLevel
         The schedule so far, from ``omega = 0``.
     """
@@ -227,36 +225,29 @@ class LearningRatePath:
         program: LossProgram,
         *,
         q: float = 1.0,
-        n_particles: int = 2000,
-        n_moves: int = 5,
-        target_ess: float = 0.5,
+        sampler: PathSampler | None = None,
         resampling: str = "systematic",
-        moves: str = "rwm",
         seed: int | None = None,
         max_steps: int = 1000,
         weights: np.ndarray | None = None,
     ) -> None:
         target = PathTarget(program, weights)
         self.q = float(check_q(q))
-        minimum = MIN_PARTICLES_PER_PARAMETER * target.dim
-        self.n_particles = _check_int(n_particles, "n_particles", minimum)
-        self.n_moves = _check_int(n_moves, "n_moves", 1)
-        self.max_steps = _check_int(max_steps, "max_steps", 1)
-        if not (isinstance(target_ess, (int, float)) and 0 < target_ess < 1):
-            raise ValueError(f"target_ess must lie in (0, 1), got {target_ess!r}")
+        sampler = as_sampler(sampler)
+        at_least(sampler.n_particles, "n_particles", MIN_PARTICLES_PER_PARAMETER * target.dim)
+        self.max_steps = at_least(max_steps, "max_steps", 1)
         if resampling not in RESAMPLING:
             raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
-        if moves not in MOVES:
-            raise ValueError(f"moves must be one of {MOVES}, got {moves!r}")
-        if moves == "nuts" and self.q != 1:
+        if sampler.moves == "nuts" and self.q != 1:
             raise ValueError("moves: NUTS moves sample Gibbs posteriors, so they need q = 1")
         self.target = target
-        self.target_ess = float(target_ess)
+        self.sampler = sampler
         self.resampling = resampling
-        self.moves_name = moves
         self.seed = seed
         self.rng = np.random.default_rng(seed)
-        self._tuned = SelfTuningMoves(max_moves=self.n_moves) if moves == "auto" else None
+        self._tuned = (
+            SelfTuningMoves(max_moves=sampler.n_moves) if sampler.moves == "auto" else None
+        )
         self.levels: list[PathLevel] = []
         self.end: float | None = None
 
@@ -289,7 +280,8 @@ class LearningRatePath:
         moves = self._moves(omega_max)
         with _BLAS.limit(limits=1, user_api="blas"):
             if not self.levels:
-                self.levels.append(initial_level(self.rng, self.target, self.n_particles))
+                self.levels.append(
+                    initial_level(self.rng, self.target, self.sampler.n_particles))
             while self.levels[-1].omega < omega_max:
                 if len(self.levels) > self.max_steps:
                     raise RuntimeError(
@@ -297,10 +289,10 @@ class LearningRatePath:
                         f"max_steps = {self.max_steps} schedule points"
                     )
                 level = self.levels[-1]
-                omega = next_omega(level, omega_max, self.q, self.target_ess)
+                omega = next_omega(level, omega_max, self.q, self.sampler.target_ess)
                 self.levels.append(advance(
                     self.rng, level, omega, self.target, omega_max=omega_max, q=self.q,
-                    n_moves=None if self._tuned is not None else self.n_moves,
+                    n_moves=None if self._tuned is not None else self.sampler.n_moves,
                     resampling=self.resampling, moves=moves,
                 ))
         self.end = omega_max
@@ -340,11 +332,11 @@ class LearningRatePath:
                 "method": "gibbs_path",
                 "q": self.q,
                 "omega_max": float(self.end),
-                "n_particles": self.n_particles,
-                "n_moves": self.n_moves,
-                "target_ess": self.target_ess,
+                "n_particles": self.sampler.n_particles,
+                "n_moves": self.sampler.n_moves,
+                "target_ess": self.sampler.target_ess,
                 "resampling": self.resampling,
-                "moves": self.moves_name,
+                "moves": self.sampler.moves,
                 "seed": -1 if self.seed is None else int(self.seed),
                 **described,
                 "log_z": "log Z_n(omega) with the prior normalised"
@@ -355,7 +347,7 @@ class LearningRatePath:
     def _moves(self, omega_max: float) -> MoveKernel:
         if self._tuned is not None:
             return self._tuned
-        if self.moves_name == "rwm":
+        if self.sampler.moves == "rwm":
             return rwm_moves
         return NutsMoves(self.target, omega_max)
 
@@ -365,11 +357,8 @@ def gibbs_path(
     *,
     omega_max: float = 1.0,
     q: float = 1.0,
-    n_particles: int = 2000,
-    n_moves: int = 5,
-    target_ess: float = 0.5,
+    sampler: PathSampler | None = None,
     resampling: str = "systematic",
-    moves: str = "rwm",
     seed: int | None = None,
     omegas: np.ndarray | None = None,
     probs: Sequence[float] = (0.025, 0.5, 0.975),
@@ -385,8 +374,10 @@ def gibbs_path(
         prior drawn by NUTS at ``omega = 0``; :mod:`stanflow.gibbs.path.target`).
     omega_max : float, default 1.0
         Where the path ends; positive and finite.
-    q, n_particles, n_moves, target_ess, resampling, moves, seed
-        The sampler (:class:`LearningRatePath`).
+    q, sampler, resampling, seed
+        The sweep (:class:`LearningRatePath`); ``sampler`` a
+        :class:`~stanflow.gibbs.path.sampler.PathSampler`, default
+        ``PathSampler()`` (2000 particles, 5 random-walk moves).
     omegas : array_like, optional
         Where to tabulate the functionals; default the schedule, 0 and 151
         points spaced geometrically from ``omega_max / 1000`` to ``omega_max``.
@@ -408,12 +399,12 @@ def gibbs_path(
     ------
     ValueError, TypeError
         Naming the argument, before any sampling: ``omega_max <= 0``, too few
-        particles for the number of parameters.
+        particles for the number of parameters, a ``sampler`` that is not a
+        :class:`~stanflow.gibbs.path.sampler.PathSampler`.
     """
     omega_max = check_omega_max(omega_max)
     path = LearningRatePath(
-        program, q=q, n_particles=n_particles, n_moves=n_moves, target_ess=target_ess,
-        resampling=resampling, moves=moves, seed=seed, weights=weights,
+        program, q=q, sampler=sampler, resampling=resampling, seed=seed, weights=weights,
     ).extend(omega_max)
     group = path.to_dataset()
     grid = default_omegas(group) if omegas is None else omegas
@@ -458,12 +449,3 @@ def check_omega_max(omega_max: Any) -> float:
     if not (math.isfinite(omega_max) and omega_max > 0):
         raise ValueError(f"omega_max must be positive and finite, got {omega_max!r}")
     return float(omega_max)
-
-
-def _check_int(value: Any, name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        reason = (
-            f" ({MIN_PARTICLES_PER_PARAMETER} per parameter)" if name == "n_particles" else ""
-        )
-        raise ValueError(f"{name} must be an integer >= {low}{reason}, got {value!r}")
-    return int(value)
