@@ -39,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import logsumexp
 
+from stanflow.validation import check_int, check_positive
+
 MIN_DRAWS = 8
 """Fewest posterior draws: half fit the proposal, half enter the estimator."""
 
@@ -103,11 +105,8 @@ def bridge_sampling(
         )
     if not np.all(np.isfinite(draws)):
         raise ValueError("draws contains NaN or infinite values")
-    tol = float(tol)
-    if not (np.isfinite(tol) and tol > 0):
-        raise ValueError(f"tol must be finite and > 0, got {tol!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ValueError(f"max_iter must be an int >= 1, got {max_iter!r}")
+    tol = check_positive(tol, "tol")
+    max_iter = check_int(max_iter, "max_iter")
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
     fit, post = draws[: draws.shape[0] // 2], draws[draws.shape[0] // 2 :]
     mean, chol = _normal_fit(fit)

@@ -156,7 +156,7 @@ def test_bad_input_is_named():
     path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
     indices = bootstrap_indices(30, 10, np.random.SeedSequence(0))
     problem = BootstrapProblem(path, indices, np.array([0.0]), 0.05)
-    with pytest.raises(ValueError, match="draws must be an int >= 10"):
+    with pytest.raises(ValueError, match="draws must be an integer >= 10"):
         TransportCoverage(problem, draws=5)
     with pytest.raises(ValueError, match="target_ess must be in"):
         TransportCoverage(problem, target_ess=1.5)

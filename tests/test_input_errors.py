@@ -193,12 +193,12 @@ def test_wbb_through_cmdstan_binds_before_compiling_and_solves_with_the_vector(
 @pytest.mark.parametrize(
     "settings, error, message",
     [
-        ({"B": 0}, ValueError, r"^B must be an int >= 1, got 0$"),
-        ({"B": -5}, ValueError, r"^B must be an int >= 1, got -5$"),
-        ({"B": 2.5}, TypeError, r"^B must be an int >= 1, got 2.5$"),
-        ({"seed": -1}, ValueError, r"^seed must be >= 0, got -1$"),
+        ({"B": 0}, ValueError, r"^B must be an integer >= 1, got 0$"),
+        ({"B": -5}, ValueError, r"^B must be an integer >= 1, got -5$"),
+        ({"B": 2.5}, ValueError, r"^B must be an integer >= 1, got 2.5$"),
+        ({"seed": -1}, ValueError, r"^seed must be an integer >= 0, got -1$"),
         ({"prior": "flat"}, ValueError, "prior must be one of"),
-        ({"batch_size": 0}, ValueError, r"batch_size must be an int >= 1, got 0"),
+        ({"batch_size": 0}, ValueError, r"batch_size must be an integer >= 1, got 0"),
         ({"on_failure": "ignore"}, ValueError, "on_failure must be one of"),
     ],
 )
@@ -242,7 +242,7 @@ def test_a_wbb_glm_problem_is_checked_when_it_is_made(no_compile, arguments, mes
     "arguments, message",
     [
         ({"gtol": 0.0}, "gtol must be finite and > 0"),
-        ({"max_iter": 0}, "max_iter must be an int >= 1"),
+        ({"max_iter": 0}, "max_iter must be an integer >= 1"),
     ],
 )
 def test_wbb_in_process_checks_its_solver_options_before_compiling(no_compile, arguments, message):

@@ -174,7 +174,7 @@ def test_stan_data_rejects_decisions_of_the_wrong_shape(cmdstan):
 
 
 def test_problems_reject_bad_data():
-    with pytest.raises(ValueError, match="J must be a positive integer"):
+    with pytest.raises(ValueError, match="J must be an integer >= 1"):
         eight_schools({"J": 0, "y": [], "sigma": []})
     with pytest.raises(ValueError, match="sigma must be a finite vector of length 2"):
         eight_schools({"J": 2, "y": [1.0, 2.0], "sigma": [1.0]})

@@ -128,9 +128,9 @@ def test_marginal_likelihood_matches_closed_form_and_peaks_where_it_should():
         ({"lams": [1.0, -1.0]}, "lams must be finite and > 0"),
         ({"lams": []}, "lams must be a scalar or a non-empty"),
         ({"sigma": 0.0}, "sigma must be finite and > 0"),
-        ({"draws": 0}, "draws must be an int >= 1"),
-        ({"warmup": -1}, "warmup must be >= 0"),
-        ({"chains": 0}, "chains must be an int >= 1"),
+        ({"draws": 0}, "draws must be an integer >= 1"),
+        ({"warmup": -1}, "warmup must be an integer >= 0"),
+        ({"chains": 0}, "chains must be an integer >= 1"),
     ],
 )
 def test_gibbs_inputs_are_checked(kwargs, message):

@@ -248,7 +248,7 @@ def squared_ridge(cmdstan) -> WeightedGlm:
         ({"init_intercept": np.nan}, "init_intercept must be finite"),
         ({"gtol": 0.0}, "gtol must be finite and > 0"),
         ({"ftol": -1.0}, "ftol must be finite and > 0"),
-        ({"max_iter": 0}, "max_iter must be an int >= 1"),
+        ({"max_iter": 0}, "max_iter must be an integer >= 1"),
     ],
 )
 def test_bad_draw_arguments_are_named(squared_ridge, kwargs, message):
@@ -266,7 +266,7 @@ def test_a_glm_that_is_not_a_weighted_glm_is_refused():
 
 def test_threads_are_checked_before_anything_loads():
     X, y = _data()
-    with pytest.raises(ValueError, match="threads must be an int >= 1, got 0"):
+    with pytest.raises(ValueError, match="threads must be an integer >= 1, got 0"):
         WeightedGlm(GlmProblem(X, y, 1.0), threads=0)
 
 

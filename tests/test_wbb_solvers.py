@@ -191,12 +191,12 @@ def test_trend_filter_without_penalty_returns_the_data():
         (lambda X, y: solve_lasso(X, y, 1.0, beta0=np.ones(2)), "beta0 must be finite"),
         (lambda X, y: solve_ridge(X[:, 0], y, 1.0), "X must be 2-dimensional"),
         (lambda X, y: trend_filter(y, -0.5, 1), "lam must be finite and >= 0"),
-        (lambda X, y: trend_filter(y, 1.0, -1), "k must be an int >= 0"),
+        (lambda X, y: trend_filter(y, 1.0, -1), "k must be an integer >= 0"),
         (lambda X, y: trend_filter(y[:3], 1.0, 2), "at least k \\+ 2"),
         (lambda X, y: trend_filter(y, 1.0, 1, weights=np.zeros(len(y))), "weights must be finite and > 0"),
-        (lambda X, y: trend_filter(y, 1.0, 1, max_newton=0), "max_newton must be an int >= 1"),
+        (lambda X, y: trend_filter(y, 1.0, 1, max_newton=0), "max_newton must be an integer >= 1"),
         (lambda X, y: bootstrap_weights(1, 5, 2, prior="flat"), "prior must be one of"),
-        (lambda X, y: bootstrap_weights(-1, 5, 2), r"^seed must be >= 0, got -1$"),
+        (lambda X, y: bootstrap_weights(-1, 5, 2), r"^seed must be an integer >= 0, got -1$"),
     ],
 )
 def test_bad_input_raises_errors_naming_the_argument(call, message):

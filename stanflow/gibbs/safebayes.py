@@ -65,6 +65,7 @@ from stanflow.arviz_compat import Results
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.sequential import sequential_scores
+from stanflow.validation import check_int
 
 VARIANTS = ("r-log", "i-log")
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
@@ -200,8 +201,7 @@ def calibrate_safebayes(
         raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
     etas = _check_etas(default_etas() if etas is None else etas)
     for name, value, low in (("n_particles", n_particles, 50), ("n_moves", n_moves, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        check_int(value, name, low)
     if not (isinstance(target_ess, (int, float)) and 0 < target_ess < 1):
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess!r}")
     scores = sequential_scores(

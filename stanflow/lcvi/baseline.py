@@ -21,6 +21,7 @@ from stanflow.lcvi.program import LcviProgram
 from stanflow.lcvi.utility import uniform_base_samples
 from stanflow.losses import BoundLoss
 from stanflow.models import unconstrain_rows
+from stanflow.validation import check_int
 
 
 class NutsBaseline(NamedTuple):
@@ -72,8 +73,7 @@ def nuts_baseline(
     """
     loss = resolve_loss(loss, **loss_params)
     for name, value in (("chains", chains), ("warmup", warmup), ("draws", draws)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_int(value, name)
     model = program.bind(loss)
     N = program.n
     settings = model.settings(0.0, "linear", 1.0, "linearised", 1)

@@ -51,6 +51,7 @@ from stanflow.lcvi.program import LcviProgram
 from stanflow.lcvi.utility import Utility, utility_argument
 from stanflow.losses import BoundLoss
 from stanflow.optimiser_state import digest
+from stanflow.validation import check_int
 
 OUTCOMES = ("fresh", "fixed")
 """Outcome base samples: drawn afresh at every step (the paper's), or fixed (the loop's)."""
@@ -180,8 +181,7 @@ def run_lcvi_joint(
         ("record_every", record_every),
         ("checkpoint_every", checkpoint_every),
     ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-            raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+        check_int(value, name)
     if not (isinstance(lr, (int, float)) and np.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a positive number, got {lr!r}")
     if not (isinstance(average, (int, float)) and 0 <= average < 1):

@@ -15,6 +15,7 @@ import numpy as np
 from scipy.special import ndtri
 
 from stanflow.golden import RATIO
+from stanflow.validation import check_int
 
 NOISE_NODES = 32
 """Default noise nodes ``K`` per draw for normal mixtures (:func:`noise_nodes`)."""
@@ -35,12 +36,7 @@ def noise_nodes(T: int, K: int) -> np.ndarray:
         At least 1.
     """
     for name, value in (("T", T), ("K", K)):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, np.integer))
-            or value < 1
-        ):
-            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_int(value, name)
     u = np.modf(0.5 + np.arange(T) * RATIO)[0]
     return ndtri((np.arange(K)[None, :] + u[:, None]) / K)
 

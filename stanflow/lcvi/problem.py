@@ -16,6 +16,7 @@ import numpy as np
 
 from stanflow.lcvi.program import LcviProgram
 from stanflow.models import program_path
+from stanflow.validation import check_int
 
 
 def eight_schools(data: Mapping[str, Any]) -> LcviProgram:
@@ -73,10 +74,7 @@ def normal_mean(
 
 
 def _count(data: Mapping[str, Any], name: str) -> int:
-    value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    return check_int(data.get(name), name)
 
 
 def _vector(data: Mapping[str, Any], name: str, length: int) -> np.ndarray:

@@ -29,9 +29,10 @@ import numpy as np
 from scipy.special import logsumexp, ndtri
 
 from stanflow.golden import golden_section, sections_for
-from stanflow.lcvi.utility_transform import UTILITIES, check_utility, real_number, utility_scale
+from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.losses.decisions import CHUNK_ELEMENTS
+from stanflow.validation import check_number
 
 GRID_POINTS = 33
 """Points of the coarse grid that :func:`utility_decisions` starts from."""
@@ -85,7 +86,7 @@ class Utility:
             raise ValueError(f"kind: unknown utility {self.kind!r}; known: {list(UTILITIES)}")
         if self.scale is not None:
             object.__setattr__(self, "scale", check_utility(self.kind, self.scale)[1])
-        percentile = real_number(self.percentile, "percentile")
+        percentile = check_number(self.percentile, "percentile")
         if not 0 < percentile <= 100:
             raise ValueError(f"percentile must be in (0, 100], got {self.percentile!r}")
         object.__setattr__(self, "percentile", percentile)

@@ -9,9 +9,9 @@ same loss. The losses themselves are :mod:`stanflow.losses`.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from stanflow.validation import check_number
 
 UTILITIES = ("linear", "exp")
 """Utility transforms: ``"linear"`` is ``M - l``, ``"exp"`` is ``exp(-gamma l)``."""
@@ -53,7 +53,7 @@ def utility_scale(losses: np.ndarray, kind: str, percentile: float = 90.0) -> fl
         ``M``, or ``gamma = 1 / M``.
     """
     _check_kind(kind)
-    percentile = real_number(percentile, "percentile")
+    percentile = check_number(percentile, "percentile")
     if not 0 < percentile <= 100:
         raise ValueError(f"percentile must be in (0, 100], got {percentile!r}")
     losses = np.asarray(losses, dtype=float)
@@ -70,7 +70,7 @@ def utility_scale(losses: np.ndarray, kind: str, percentile: float = 90.0) -> fl
 def check_utility(kind: str, scale: float) -> tuple[str, float]:
     """Validate a utility ``kind`` and its ``scale`` (``M`` or ``gamma``)."""
     _check_kind(kind)
-    scale = real_number(scale, "scale")
+    scale = check_number(scale, "scale")
     if not scale > 0:
         name = "M" if kind == "linear" else "gamma"
         raise ValueError(f"scale ({name}) must be positive, got {scale!r}")
@@ -80,14 +80,3 @@ def check_utility(kind: str, scale: float) -> tuple[str, float]:
 def _check_kind(kind: str) -> None:
     if kind not in UTILITIES:
         raise ValueError(f"utility: unknown utility {kind!r}; known: {list(UTILITIES)}")
-
-
-def real_number(value: float, name: str) -> float:
-    """``value`` as a finite float, or a ``ValueError`` naming it ``name``."""
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(number):
-        raise ValueError(f"{name} must be finite, got {value!r}")
-    return number

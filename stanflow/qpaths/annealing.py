@@ -35,13 +35,13 @@ from stanflow.qpaths.kernels import (
     LogDensity,
     MoveKernel,
     Sampler,
-    check_counts,
     check_schedule,
     initial_particles,
     next_beta,
 )
 from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
+from stanflow.validation import check_int
 
 STEP_FIELDS = smc_step.StepInfo._fields
 """The per-step records of both loops (group ``smc``, dims ``run``, ``step``)."""
@@ -131,7 +131,8 @@ def smc(
         ``n_particles``, ``moves`` (the kernel), ``schedule``.
     """
     q = float(check_q(q))
-    check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
+    check_int(n_particles, "n_particles", 2)
+    check_int(n_runs, "n_runs", 2)
     _check_moves(n_moves)
     betas = None if schedule is None else check_schedule(schedule)
     if not 0 < target_ess < 1:
@@ -221,7 +222,8 @@ def ais(
         :func:`smc`.
     """
     q = float(check_q(q))
-    check_counts(n_particles=(n_particles, 2), n_runs=(n_runs, 2))
+    check_int(n_particles, "n_particles", 2)
+    check_int(n_runs, "n_runs", 2)
     _check_moves(n_moves)
     betas = check_schedule(schedule)
     rng = np.random.default_rng(seed)
@@ -254,7 +256,7 @@ def ais(
 
 def _check_moves(n_moves: int | None) -> None:
     if n_moves is not None:
-        check_counts(n_moves=(n_moves, 1))
+        check_int(n_moves, "n_moves")
 
 
 def _kernel_name(kernel: MoveKernel) -> str:

@@ -27,7 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from stanflow.qpaths.kernels import check_counts, log_mean_exp
+from stanflow.qpaths.kernels import log_mean_exp
 from stanflow.qpaths.latent_ais import (
     TARGET_ACCEPT,
     LogLikelihood,
@@ -37,6 +37,7 @@ from stanflow.qpaths.latent_ais import (
     linear_schedule,
 )
 from stanflow.qpaths.qmath import check_q
+from stanflow.validation import check_int
 
 
 def tune_step_size(
@@ -208,7 +209,7 @@ def bdmc_sandwich(
 
 def _replicate(x: ArrayLike, q: ArrayLike, chains: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``(B * C, ...)`` data point by data point, and ``q`` per row."""
-    check_counts(chains=(chains, 1))
+    check_int(chains, "chains")
     x = np.asarray(x, dtype=float)
     if x.ndim < 1 or x.shape[0] < 1:
         raise ValueError(f"x must hold at least one data point along axis 0, got {x.shape}")
@@ -266,7 +267,7 @@ class LatentModel:
     """
 
     def __init__(self, function: LogLikelihood, latent_dim: int):
-        check_counts(latent_dim=(latent_dim, 1))
+        check_int(latent_dim, "latent_dim")
         self.function = function
         self.latent_dim = int(latent_dim)
 

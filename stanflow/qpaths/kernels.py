@@ -282,13 +282,6 @@ def initial_particles(
     return particles
 
 
-def check_counts(**counts: tuple[int, int]) -> None:
-    """Check ``name=(value, lowest allowed)`` integer arguments."""
-    for name, (value, low) in counts.items():
-        if isinstance(value, bool) or int(value) != value or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value}")
-
-
 def check_schedule(schedule: ArrayLike) -> np.ndarray:
     """A fixed schedule as a strictly increasing array from 0 to 1, or a ``ValueError``."""
     betas = _check_beta(np.asarray(schedule, dtype=float), "schedule")

@@ -33,8 +33,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from stanflow.qpaths.kernels import check_counts
 from stanflow.qpaths.qmath import check_q, log_incremental_weight, log_qpath
+from stanflow.validation import check_int
 
 LogLikelihood = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``log_likelihood(x_rows, z) -> (log p(x | z) (N,), gradient in z (N, d))``."""
@@ -250,7 +250,7 @@ def ais_hmc(
     q = check_q(q)
     if q.ndim > 1 or (q.ndim == 1 and q.shape != (z.shape[0],)):
         raise ValueError(f"q must be a scalar or have shape ({z.shape[0]},), got {q.shape}")
-    check_counts(n_leapfrog=(n_leapfrog, 1))
+    check_int(n_leapfrog, "n_leapfrog")
     if adapt and callable(step_size):
         raise ValueError("step_size must be a number when adapt is True")
     if not callable(step_size) and not (np.isfinite(step_size) and step_size > 0):
@@ -321,5 +321,5 @@ def check_monotone_schedule(schedule: ArrayLike) -> np.ndarray:
 
 def linear_schedule(n_distributions: int) -> np.ndarray:
     """``linspace(0, 1, K)``: ``K`` distributions, ``K - 1`` AIS steps."""
-    check_counts(n_distributions=(n_distributions, 2))
+    check_int(n_distributions, "n_distributions", 2)
     return np.linspace(0.0, 1.0, n_distributions)

@@ -21,7 +21,6 @@ from stanflow.arviz_compat import Results
 from stanflow.qpaths.kernels import (
     LogDensity,
     Sampler,
-    check_counts,
     check_schedule,
     initial_particles,
     proposal_chol,
@@ -29,6 +28,7 @@ from stanflow.qpaths.kernels import (
     rwm_moves,
 )
 from stanflow.qpaths.qmath import check_q, dlog_qpath_dbeta
+from stanflow.validation import check_int
 
 
 def thermodynamic_integration(
@@ -72,7 +72,9 @@ def thermodynamic_integration(
         ``log_z_discretisation``, ``q``.
     """
     q = float(check_q(q))
-    check_counts(chains=(chains, 2), warmup=(warmup, 0), draws=(draws, 1))
+    check_int(chains, "chains", 2)
+    check_int(warmup, "warmup", 0)
+    check_int(draws, "draws")
     betas = check_schedule(schedule)
     if len(betas) % 2 == 0:
         raise ValueError(f"schedule must have an odd number of betas, got {len(betas)}")

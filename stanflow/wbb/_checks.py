@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from stanflow.validation import check_finite_vector
+
 
 def check_X_y(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``X`` as a finite float array (n, p) and ``y`` as a finite (n,) array."""
     X = np.asarray(X, dtype=float)
-    y = check_vector(y, "y")
+    y = check_finite_vector(y, "y")
     if X.ndim != 2:
         raise ValueError(f"X must be 2-dimensional (n, p), got shape {X.shape}")
     if X.shape[0] != y.shape[0]:
@@ -16,16 +18,6 @@ def check_X_y(X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if not np.all(np.isfinite(X)):
         raise ValueError("X contains NaN or infinite values")
     return X, y
-
-
-def check_vector(y: np.ndarray, name: str) -> np.ndarray:
-    """A finite, non-empty 1-d float array."""
-    y = np.asarray(y, dtype=float)
-    if y.ndim != 1 or y.size == 0:
-        raise ValueError(f"{name} must be a non-empty 1-d array, got shape {y.shape}")
-    if not np.all(np.isfinite(y)):
-        raise ValueError(f"{name} contains NaN or infinite values")
-    return y
 
 
 def check_lam(lam: float) -> float:
@@ -66,18 +58,3 @@ def check_weights(
     if not np.all(np.isfinite(wp)) or np.any(wp < 0):
         raise ValueError("prior_weight must be finite and >= 0")
     return w, wp
-
-
-def check_positive(value: float, name: str) -> float:
-    """A finite ``value > 0``."""
-    value = float(value)
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be finite and > 0, got {value!r}")
-    return value
-
-
-def check_max_iter(value: int, name: str) -> int:
-    """An int ``value >= 1``."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)

@@ -34,8 +34,8 @@ from functools import partial
 import numpy as np
 
 from stanflow.bridge import MIN_DRAWS, bridge_sampling
-from stanflow.wbb._checks import check_positive, check_X_y
-from stanflow.wbb.weights import _nonnegative_int, _positive_int
+from stanflow.validation import check_int, check_positive
+from stanflow.wbb._checks import check_X_y
 
 TINY = 1e-12
 """Floor of ``|beta_j|`` in the inverse-Gaussian mean ``r / |beta_j|``, which keeps it finite."""
@@ -131,9 +131,9 @@ def gibbs_lasso(
     X, y = check_X_y(X, y)
     lams = _check_lams(lams)
     sigma = check_positive(sigma, "sigma")
-    draws, chains, thin = (_positive_int(v, name) for v, name in
+    draws, chains, thin = (check_int(v, name) for v, name in
                              ((draws, "draws"), (chains, "chains"), (thin, "thin")))
-    warmup = _nonnegative_int(warmup, "warmup")
+    warmup = check_int(warmup, "warmup", 0)
     rng = np.random.default_rng(seed)
     p = X.shape[1]
     gram, xty = X.T @ X / sigma**2, X.T @ y / sigma**2
@@ -182,7 +182,7 @@ def lasso_log_marginal(
     X, y = check_X_y(X, y)
     lams = _check_lams(lams)
     sigma = check_positive(sigma, "sigma")
-    if _positive_int(draws, "draws") < MIN_DRAWS:
+    if check_int(draws, "draws") < MIN_DRAWS:
         raise ValueError(f"draws must be >= {MIN_DRAWS} for bridge sampling, got {draws}")
     beta = gibbs_lasso(X, y, lams, sigma, draws, seed=seed, chains=chains, warmup=warmup, thin=thin)
     rng = np.random.default_rng([seed, 1])

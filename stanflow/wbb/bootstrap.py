@@ -30,13 +30,12 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.validation import check_int
 from stanflow.wbb.lasso import solve_lasso
 from stanflow.wbb.ridge import solve_ridge
 from stanflow.wbb.trend_filtering import trend_filter
 from stanflow.wbb.weights import (
     PRIORS,
-    _nonnegative_int,
-    _positive_int,
     bootstrap_weights,
 )
 
@@ -79,12 +78,12 @@ def check_draws(
     ValueError
         If one is out of range, or ``prior`` or ``on_failure`` is unknown.
     """
-    _positive_int(B, "B")
-    _nonnegative_int(seed, "seed")
+    check_int(B, "B")
+    check_int(seed, "seed", 0)
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     if batch_size is not None:
-        _positive_int(batch_size, "batch_size")
+        check_int(batch_size, "batch_size")
     if on_failure not in ON_FAILURE:
         raise ValueError(f"on_failure must be one of {ON_FAILURE}, got {on_failure!r}")
 
@@ -132,7 +131,7 @@ def wbb(
     """
     check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
-    n = _positive_int(n, "n")
+    n = check_int(n, "n")
     batch_size = B if batch_size is None else batch_size
     batches = []
     for start in range(0, B, batch_size):

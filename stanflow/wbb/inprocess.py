@@ -49,7 +49,8 @@ from threadpoolctl import ThreadpoolController
 from stanflow.arviz_compat import Results
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
 from stanflow.models import load, log_density_gradient_rows, program_path
-from stanflow.wbb._checks import check_max_iter, check_positive, check_weights
+from stanflow.validation import check_int, check_positive
+from stanflow.wbb._checks import check_weights
 from stanflow.wbb.bootstrap import Draws, check_draws, wbb
 from stanflow.wbb.glm import GlmProblem, check_problem
 
@@ -92,7 +93,7 @@ class WeightedGlm:
     def __init__(self, problem: GlmProblem, *, threads: int | None = None) -> None:
         check_problem(problem)
         if threads is not None:
-            check_max_iter(threads, "threads")
+            check_int(threads, "threads")
         self.problem = problem
         self.threads = threads
         loss_params = np.array(problem.loss_params, dtype=float)
@@ -259,7 +260,7 @@ def lbfgs_draws(
         raise TypeError(f"glm must be a WeightedGlm, got {type(glm).__name__}")
     w, wp = check_weights(weights, prior_weight, glm.problem.n)
     gtol, ftol = check_positive(gtol, "gtol"), check_positive(ftol, "ftol")
-    max_iter = check_max_iter(max_iter, "max_iter")
+    max_iter = check_int(max_iter, "max_iter")
     start = _start(glm, init, init_intercept)
     glm.check_start(start)
     x0 = np.tile(start, (w.shape[0], 1))
@@ -359,7 +360,7 @@ def wbb_glm_inprocess(
                 on_failure=on_failure)
     options: dict[str, Any] = {
         "gtol": check_positive(gtol, "gtol"), "ftol": check_positive(ftol, "ftol"),
-        "max_iter": check_max_iter(max_iter, "max_iter"),
+        "max_iter": check_int(max_iter, "max_iter"),
     }
     glm = WeightedGlm(problem, threads=threads)
     beta0, alpha0 = np.zeros(problem.n_features), 0.0

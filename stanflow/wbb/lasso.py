@@ -41,10 +41,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stanflow.validation import check_int, check_positive
 from stanflow.wbb._checks import (
     check_lam,
-    check_max_iter,
-    check_positive,
     check_weights,
     check_X_y,
 )
@@ -123,7 +122,7 @@ def solve_lasso(
     lam = check_lam(lam)
     w, wp = check_weights(weights, prior_weight, X.shape[0])
     tol = check_positive(tol, "tol")
-    max_sweeps = check_max_iter(max_sweeps, "max_sweeps")
+    max_sweeps = check_int(max_sweeps, "max_sweeps")
     G, c, yy, xm, ym = _gram(X, y, w, fit_intercept)
     beta = _start(beta0, w.shape[0], X.shape[1])
     beta, converged, sweeps = _descend(G, c, lam * wp, beta, tol * np.where(yy > 0, yy, 1.0), max_sweeps)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.signal import find_peaks
 
-from stanflow.wbb._checks import check_positive, check_vector
+from stanflow.validation import check_finite_vector, check_positive
 
 MAX_GRID = 20_000
 MIN_PROMINENCE = 0.05
@@ -47,7 +47,7 @@ def silverman_bandwidth(x: np.ndarray) -> float:
     float
         0 when the values do not vary.
     """
-    x = check_vector(x, "x")
+    x = check_finite_vector(x, "x")
     if x.size < 2:
         raise ValueError(f"x must have at least 2 values, got {x.size}")
     q75, q25 = np.percentile(x, [75, 25])
@@ -69,7 +69,7 @@ def count_modes(draws: np.ndarray) -> int:
     -------
     int
     """
-    draws = check_vector(draws, "draws")
+    draws = check_finite_vector(draws, "draws")
     x = draws[draws != 0]
     if x.size < MIN_DRAWS:
         return 0
@@ -99,7 +99,7 @@ def shape_summary(draws: np.ndarray, eps: float) -> dict[str, float | int]:
     -------
     dict
     """
-    draws = check_vector(draws, "draws")
+    draws = check_finite_vector(draws, "draws")
     eps = check_positive(eps, "eps")
     return {
         "p_zero": float(np.mean(draws == 0)),

@@ -46,10 +46,9 @@ import numpy as np
 from scipy.optimize import minimize
 
 from stanflow.adam import adam_update
+from stanflow.validation import check_int, check_positive
 from stanflow.wbb._checks import (
     check_lam,
-    check_max_iter,
-    check_positive,
     check_weights,
 )
 
@@ -209,7 +208,7 @@ def train(
     lam = check_lam(lam)
     w, wp = check_weights(weights, prior_weight, X.shape[0])
     gtol, ftol = check_positive(gtol, "gtol"), check_positive(ftol, "ftol")
-    max_iter = check_max_iter(max_iter, "max_iter")
+    max_iter = check_int(max_iter, "max_iter")
     start = init_params(sizes, init_seed) if init is None else np.asarray(init, dtype=float)
     if start.shape != (n_params(sizes),) or not np.all(np.isfinite(start)):
         raise ValueError(f"init must be finite with shape ({n_params(sizes)},), got {start.shape}")
@@ -305,8 +304,8 @@ def train_adam(
         raise ValueError(
             f"seeds must have one entry per weight draw ({w.shape[0]}), got {draw_seeds.size}"
         )
-    epochs = check_max_iter(epochs, "epochs")
-    batch_size = check_max_iter(batch_size, "batch_size")
+    epochs = check_int(epochs, "epochs")
+    batch_size = check_int(batch_size, "batch_size")
     step = check_positive(step, "step")
     eps = check_positive(eps, "eps")
     for value, name in ((beta1, "beta1"), (beta2, "beta2")):

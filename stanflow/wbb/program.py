@@ -29,7 +29,7 @@ from threadpoolctl import ThreadpoolController
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.program import LossProgram
 from stanflow.lbfgs import CONVERGED, Solutions, minimise_batch
-from stanflow.wbb._checks import check_max_iter
+from stanflow.validation import check_int
 from stanflow.wbb.bootstrap import Draws, check_draws, wbb
 
 _BLAS = ThreadpoolController()
@@ -152,7 +152,7 @@ def wbb_program(
         raise TypeError(f"program must be a LossProgram, got {type(program).__name__}")
     check_draws(B, seed=seed, prior=prior, batch_size=batch_size,
                 on_failure=on_failure)
-    check_max_iter(max_iter, "max_iter")
+    check_int(max_iter, "max_iter")
     for name, value in (("gtol", gtol), ("ftol", ftol)):
         if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
             raise ValueError(f"{name} must be a positive number, got {value!r}")

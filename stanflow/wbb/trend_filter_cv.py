@@ -19,9 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stanflow.wbb._checks import check_positive, check_vector
+from stanflow.validation import check_finite_vector, check_int, check_positive
 from stanflow.wbb.trend_filtering import trend_filter
-from stanflow.wbb.weights import _positive_int
 
 
 @dataclass(frozen=True)
@@ -81,11 +80,11 @@ def cv_trend_filter(
     -------
     TrendFilterCV
     """
-    y = check_vector(y, "y")
+    y = check_finite_vector(y, "y")
     lams = np.atleast_1d(np.asarray(lams, dtype=float))
     if lams.ndim != 1 or lams.size == 0 or not np.all(np.isfinite(lams) & (lams > 0)):
         raise ValueError("lams must be a non-empty 1-d array of finite values > 0")
-    folds = _positive_int(folds, "folds")
+    folds = check_int(folds, "folds")
     if folds < 2 or y.size < 2 * folds:
         raise ValueError(f"folds must be >= 2 and at most n / 2 = {y.size // 2}, got {folds}")
     eps = check_positive(eps, "eps")

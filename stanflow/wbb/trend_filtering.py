@@ -45,11 +45,9 @@ from math import comb
 import numpy as np
 from scipy.linalg import LinAlgError, solve_banded, solveh_banded
 
+from stanflow.validation import check_finite_vector, check_int, check_positive
 from stanflow.wbb._checks import (
     check_lam,
-    check_max_iter,
-    check_positive,
-    check_vector,
     check_weights,
 )
 
@@ -129,15 +127,14 @@ def trend_filter(
     -------
     TrendFilterResult
     """
-    y = check_vector(y, "y")
+    y = check_finite_vector(y, "y")
     lam = check_lam(lam)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
-        raise ValueError(f"k must be an int >= 0, got {k!r}")
+    k = check_int(k, "k", 0)
     if y.size < k + 2:
         raise ValueError(f"y must have at least k + 2 = {k + 2} entries, got {y.size}")
     w, wp = check_weights(weights, prior_weight, y.size, positive=True)
     tol = check_positive(tol, "tol")
-    max_newton = check_max_iter(max_newton, "max_newton")
+    max_newton = check_int(max_newton, "max_newton")
     c = difference_coefficients(k + 1)
     fits = [_solve(y, 1.0 / w[b], lam * wp[b], c, tol, max_newton) for b in range(w.shape[0])]
     theta, dual, gap, converged, steps = (np.array(a) for a in zip(*fits, strict=True))

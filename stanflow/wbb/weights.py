@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stanflow.validation import check_int
+
 PRIORS = ("random", "fixed")
 
 
@@ -72,9 +74,9 @@ def bootstrap_weights(
     w_p : ndarray, shape (B,)
         Prior weights.
     """
-    seed = _nonnegative_int(seed, "seed")
-    start = _nonnegative_int(start, "start")
-    n, B = _positive_int(n, "n"), _positive_int(B, "B")
+    seed = check_int(seed, "seed", 0)
+    start = check_int(start, "start", 0)
+    n, B = check_int(n, "n"), check_int(B, "B")
     if prior not in PRIORS:
         raise ValueError(f"prior must be one of {PRIORS}, got {prior!r}")
     out = np.empty((B, n + 1))
@@ -83,19 +85,3 @@ def bootstrap_weights(
         out[b] = np.random.default_rng(child).standard_exponential(n + 1)
     w, wp = out[:, :n], out[:, n]
     return w, (wp if prior == "random" else np.ones(B))
-
-
-def _nonnegative_int(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return int(value)
-
-
-def _positive_int(value: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"{name} must be an int >= 1, got {value!r}")
-    if value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
-    return int(value)

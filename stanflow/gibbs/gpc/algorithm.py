@@ -56,12 +56,12 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.gpc.backend import is_number, positive_int
 from stanflow.gibbs.gpc.grid_backend import GridBackend, check_grid_program, grid_evaluator
 from stanflow.gibbs.gpc.regions import check_alpha
 from stanflow.gibbs.gpc.stan_backend import StanBackend, stan_evaluator
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.templates import TemplateProgram
+from stanflow.validation import check_int, is_number
 
 STEP_EXPONENT = 0.51
 
@@ -82,7 +82,7 @@ def bootstrap_indices(n: int, B: int, seed: int | np.random.SeedSequence) -> np.
     -------
     ndarray of int, shape (B, n)
     """
-    n, B = positive_int(n, "n"), positive_int(B, "B")
+    n, B = check_int(n, "n"), check_int(B, "B")
     return np.random.default_rng(seed).integers(0, n, size=(B, n))
 
 
@@ -186,8 +186,8 @@ def calibrate_gpc(
             f"backend must be a StanBackend or a GridBackend, got {type(backend).__name__}"
         )
     check_alpha(alpha)
-    B = positive_int(B, "B")
-    max_steps = positive_int(max_steps, "max_steps")
+    B = check_int(B, "B")
+    max_steps = check_int(max_steps, "max_steps")
     if not (is_number(eps) and math.isfinite(eps) and eps >= 0):
         raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
     if not (is_number(omega0) and math.isfinite(omega0) and omega0 > 0):

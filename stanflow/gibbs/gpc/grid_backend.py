@@ -17,9 +17,10 @@ import numpy as np
 
 from stanflow.gibbs import grid
 from stanflow.gibbs.box import LOGIT_LIMIT, unconstrain
-from stanflow.gibbs.gpc.backend import Evaluator, positive_int
+from stanflow.gibbs.gpc.backend import Evaluator
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.templates import TemplateProgram
+from stanflow.validation import check_int
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,7 @@ class GridBackend:
     points: int = 801
 
     def __post_init__(self) -> None:
-        positive_int(self.points, "points")
+        check_int(self.points, "points")
 
 
 def grid_coverage(

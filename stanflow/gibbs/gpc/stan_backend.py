@@ -35,11 +35,12 @@ import numpy as np
 from stanflow import arviz_compat
 from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.gpc import reweighting
-from stanflow.gibbs.gpc.backend import Evaluator, is_number, positive_int
+from stanflow.gibbs.gpc.backend import Evaluator
 from stanflow.gibbs.gpc.regions import draws_coverage, draws_inside
 from stanflow.gibbs.program import LossProgram
 from stanflow.outdir import Interrupted
 from stanflow.runs import RunSet, RunSpec
+from stanflow.validation import check_int, is_number
 
 DESIGNS = ("reweight", "resample")
 REDRAW_SHARE = 0.1
@@ -101,10 +102,8 @@ class StanBackend:
         if self.design not in DESIGNS:
             raise ValueError(f"design must be one of {DESIGNS}, got {self.design!r}")
         for name in ("draws", "proposal_draws", "proposal_chains"):
-            positive_int(getattr(self, name), name)
-        if isinstance(self.warmup, bool) or not isinstance(self.warmup, (int, np.integer)) \
-                or self.warmup < 0:
-            raise ValueError(f"warmup must be an int >= 0, got {self.warmup!r}")
+            check_int(getattr(self, name), name)
+        check_int(self.warmup, "warmup", 0)
         if not (is_number(self.proposal_scale) and 0 < self.proposal_scale <= 1):
             raise ValueError(f"proposal_scale must be in (0, 1], got {self.proposal_scale!r}")
         if not (is_number(self.min_ess) and self.min_ess >= 0):

@@ -18,9 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from stanflow.gibbs.gpc.backend import is_number
+from stanflow.validation import check_int, is_number
 
 MOVES = ("rwm", "nuts", "auto")
 """The move kernels: random-walk Metropolis, NUTS through the run layer, self-tuning."""
@@ -66,8 +64,10 @@ class PathSampler:
     moves: str = "rwm"
 
     def __post_init__(self) -> None:
-        for name, low in (("n_particles", MIN_PARTICLES_PER_PARAMETER), ("n_moves", 1)):
-            object.__setattr__(self, name, at_least(getattr(self, name), name, low))
+        object.__setattr__(
+            self, "n_particles", check_particles(self.n_particles, MIN_PARTICLES_PER_PARAMETER)
+        )
+        object.__setattr__(self, "n_moves", check_int(self.n_moves, "n_moves"))
         if not (is_number(self.target_ess) and 0 < self.target_ess < 1):
             raise ValueError(f"target_ess must lie in (0, 1), got {self.target_ess!r}")
         object.__setattr__(self, "target_ess", float(self.target_ess))
@@ -84,15 +84,16 @@ def as_sampler(sampler: Any) -> PathSampler:
     return sampler
 
 
-def at_least(value: Any, name: str, low: int) -> int:
-    """``value`` as an int ``>= low``, or a ``ValueError`` naming it (``n_particles``
-    also with its share per parameter)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-        reason = (
-            f" ({MIN_PARTICLES_PER_PARAMETER} per parameter)" if name == "n_particles" else ""
-        )
-        raise ValueError(f"{name} must be an integer >= {low}{reason}, got {value!r}")
-    return int(value)
+def check_particles(value: Any, low: int) -> int:
+    """``n_particles`` as an int ``>= low`` (:func:`stanflow.validation.check_int`), or a
+    ``ValueError`` that also gives the share per parameter behind ``low``."""
+    try:
+        return check_int(value, "n_particles", low)
+    except ValueError:
+        raise ValueError(
+            f"n_particles must be an integer >= {low} "
+            f"({MIN_PARTICLES_PER_PARAMETER} per parameter), got {value!r}"
+        ) from None
 
 
 CALIBRATION_SAMPLER = PathSampler(n_particles=4000, n_moves=3)

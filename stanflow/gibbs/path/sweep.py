@@ -45,7 +45,7 @@ from stanflow.gibbs.path.sampler import (
     MIN_PARTICLES_PER_PARAMETER,
     PathSampler,
     as_sampler,
-    at_least,
+    check_particles,
 )
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
@@ -59,6 +59,7 @@ from stanflow.qpaths.kernels import (
 )
 from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
+from stanflow.validation import check_int
 
 _BLAS = ThreadpoolController()
 
@@ -234,8 +235,8 @@ class LearningRatePath:
         target = PathTarget(program, weights)
         self.q = float(check_q(q))
         sampler = as_sampler(sampler)
-        at_least(sampler.n_particles, "n_particles", MIN_PARTICLES_PER_PARAMETER * target.dim)
-        self.max_steps = at_least(max_steps, "max_steps", 1)
+        check_particles(sampler.n_particles, MIN_PARTICLES_PER_PARAMETER * target.dim)
+        self.max_steps = check_int(max_steps, "max_steps")
         if resampling not in RESAMPLING:
             raise ValueError(f"resampling must be one of {RESAMPLING}, got {resampling!r}")
         if sampler.moves == "nuts" and self.q != 1:

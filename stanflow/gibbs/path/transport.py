@@ -74,6 +74,7 @@ from stanflow.gibbs.path.moving import (
 from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.runs.calls import Workers, as_workers
+from stanflow.validation import check_int
 
 DRAWS = 400
 """Particles per resample by default."""
@@ -146,8 +147,7 @@ class TransportCoverage:
             raise ValueError(f"path: moving particles to resamples needs q = 1, got q = {path.q}")
         for name, value, low in (("draws", draws, 10), ("max_passes", max_passes, 1),
                                  ("max_steps", max_steps, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+            check_int(value, name, low)
         if not (isinstance(target_ess, (int, float)) and 0 < target_ess <= 1):
             raise ValueError(f"target_ess must be in (0, 1], got {target_ess!r}")
         self.path = path
