@@ -57,6 +57,7 @@ import numpy as np
 
 from stanflow.models.evaluation import default_threads
 from stanflow.pieces import Pieces, Stopped
+from stanflow.validation import check_int
 
 RUNNER_KEYS = ("settings", "seed", "compute_seconds")
 """Summary keys the runner writes (a summary of the workflow's own may not have them)."""
@@ -186,12 +187,9 @@ class Experiment:
     def __post_init__(self) -> None:
         if not isinstance(self.settings, Mapping) or set(self.settings) != {"quick", "full"}:
             raise ValueError("settings must have exactly the keys 'quick' and 'full'")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
-        if self.jobs is not None and (
-            isinstance(self.jobs, bool) or not isinstance(self.jobs, int) or self.jobs < 1
-        ):
-            raise ValueError(f"jobs must be a positive int or None, got {self.jobs!r}")
+        object.__setattr__(self, "seed", check_int(self.seed, "seed", 0))
+        if self.jobs is not None:
+            object.__setattr__(self, "jobs", check_int(self.jobs, "jobs"))
 
     def run(self, out: Path, quick: bool) -> dict[str, Any]:
         """Compute (or read back) every cell into ``out/runs``, write the figures, return the summary.

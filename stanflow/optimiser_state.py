@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from stanflow.atomic import write_npz
+from stanflow.validation import check_int
 
 
 class OptimiserState(NamedTuple):
@@ -95,9 +96,7 @@ def load_state(path: str | os.PathLike, signature: dict[str, Any]) -> OptimiserS
 
 def check_every(checkpoint_every: Any) -> None:
     """Raise a ``ValueError`` naming ``checkpoint_every`` unless it is an integer >= 1."""
-    if isinstance(checkpoint_every, bool) or not isinstance(checkpoint_every, (int, np.integer)) \
-            or checkpoint_every < 1:
-        raise ValueError(f"checkpoint_every must be an integer >= 1, got {checkpoint_every!r}")
+    check_int(checkpoint_every, "checkpoint_every")
 
 
 def digest(values: Mapping[str, Any]) -> str:

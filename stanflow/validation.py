@@ -10,15 +10,22 @@ The model is scikit-learn's ``sklearn/utils/validation.py``.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-__all__ = ["check_finite_vector", "check_int", "check_number", "check_positive", "is_number"]
+__all__ = [
+    "check_finite_vector",
+    "check_int",
+    "check_number",
+    "check_positive",
+    "is_integer",
+    "is_number",
+]
 
 
-def is_number(value: Any) -> bool:
+def is_number(value: Any) -> TypeGuard[int | float | np.integer | np.floating]:
     """Whether ``value`` is a real number.
 
     Parameters
@@ -28,10 +35,17 @@ def is_number(value: Any) -> bool:
     Returns
     -------
     bool
-        True for an ``int``, a ``float`` or a NumPy number; False for a bool
-        (``True`` is not a number here) and anything else.
+        True for an ``int``, a ``float`` or a real NumPy number; False for a
+        bool (``True`` is not a number here), a complex number and anything else.
     """
-    return isinstance(value, (int, float, np.number)) and not isinstance(value, (bool, np.bool_))
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def is_integer(value: Any) -> TypeGuard[int | np.integer]:
+    """Whether ``value`` is an ``int`` or a NumPy integer (not a bool)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _bound_text(low: float | None, high: float | None, low_open: bool, high_open: bool) -> str:
@@ -135,11 +149,7 @@ def check_int(value: Any, name: str, minimum: int = 1) -> int:
     ValueError
         "{name} must be an integer >= {minimum}, got {value!r}", whatever is wrong.
     """
-    if (
-        isinstance(value, (bool, np.bool_))
-        or not isinstance(value, (int, np.integer))
-        or value < minimum
-    ):
+    if not is_integer(value) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 

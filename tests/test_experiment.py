@@ -176,9 +176,9 @@ def test_badly_declared_cells_are_refused_before_any_work(tmp_path, cells, error
         (lambda: Experiment(settings={"quick": {}}, cells=list, compute=dict,
                             summarise=dict, seed=1), "exactly the keys 'quick' and 'full'"),
         (lambda: Experiment(settings={"quick": {}, "full": {}}, cells=list, compute=dict,
-                            summarise=dict, seed=-1), "seed must be a non-negative int"),
+                            summarise=dict, seed=-1), "seed must be an integer >= 0"),
         (lambda: Experiment(settings={"quick": {}, "full": {}}, cells=list, compute=dict,
-                            summarise=dict, seed=1, jobs=0), "jobs must be a positive int"),
+                            summarise=dict, seed=1, jobs=0), "jobs must be an integer >= 1"),
     ],
 )
 def test_bad_declarations_name_the_field(make, match):

@@ -224,7 +224,7 @@ def test_bad_points_are_clear_errors(schools):
     bad[2, 1] = np.nan
     with pytest.raises(ValueError, match=r"not finite, first rows \[2\]"):
         models.log_density_gradient_rows(schools, bad)
-    with pytest.raises(ValueError, match="threads must be a positive integer"):
+    with pytest.raises(ValueError, match="threads must be an integer >= 1"):
         models.log_density_rows(schools, np.zeros((3, 10)), threads=0)
     with pytest.raises(ctypes.ArgumentError, match=r"shape \(10,\)"):  # bridgestan's check
         schools.log_density(np.zeros(9))

@@ -128,10 +128,10 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
         (lambda: lcvi(SCHOOLS, "tilted", q=0.2), "unknown loss 'tilted' \\(stanflow calls it check"),
         (lambda: lcvi(SCHOOLS, "hubber"), "loss: unknown loss 'hubber'"),
         (lambda: lcvi(SCHOOLS, "squared", kind="exp"), r"loss_params: .* unknown \['kind'\]"),
-        (lambda: lcvi(SCHOOLS, "squared", n_draws=0), "n_draws must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", n_draws=0), "n_draws must be an integer >= 1"),
         (lambda: lcvi(SCHOOLS, "squared", decision="mode"), "decision must be one of"),
         (lambda: lcvi(SCHOOLS, "squared", branch_iter=10000), r"branch_iter must be in \[1, iter\)"),
-        (lambda: lcvi(SCHOOLS, "squared", decision_every=0), "decision_every must be >= 1"),
+        (lambda: lcvi(SCHOOLS, "squared", decision_every=0), "decision_every must be an integer >= 1"),
         (lambda: lcvi(SCHOOLS, "squared", max_iter=100), "max_iter must be an integer >= iter"),
         (
             lambda: lcvi(SCHOOLS, "squared", advi_args={"grad_sample": 3}),
@@ -145,7 +145,7 @@ def test_full_rank_loop_with_utility_optimal_decisions(cmdstan):
             lambda: lcvi(SCHOOLS, "squared", advi_args={"tol_rel_obj": 0.01}),
             r"advi_args\['tol_rel_obj'\]: set by the loop \(its runs have fixed budgets\)",
         ),
-        (lambda: lcvi(SCHOOLS, "squared", tol=0), "tol must be positive"),
+        (lambda: lcvi(SCHOOLS, "squared", tol=0), "tol must be finite and > 0"),
         (lambda: lcvi(SCHOOLS, "squared", algorithm="rank"), "algorithm must be"),
     ],
 )

@@ -52,9 +52,9 @@ def test_problem_data_and_bad_input():
     cells = np.asarray(problem.data["cell"]) - 1  # column-major
     assert np.array_equal(Y.ravel(order="F")[cells], problem.y)
     assert problem.data["N"] == problem.n == split.train_rows.size
-    with pytest.raises(ValueError, match="K must be a positive integer"):
+    with pytest.raises(ValueError, match="K must be an integer >= 1"):
         matrix_factorisation(Y, split, K=0)
-    with pytest.raises(ValueError, match="noise_sd must be positive"):
+    with pytest.raises(ValueError, match="noise_sd must be finite and > 0"):
         matrix_factorisation(Y, split, noise_sd=-1.0)
     with pytest.raises(ValueError, match="Y must be a finite matrix"):
         matrix_factorisation(np.full((2, 2), np.nan), split)

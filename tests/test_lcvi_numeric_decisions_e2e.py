@@ -251,7 +251,7 @@ def test_the_loop_rejects_a_loss_file_without_its_parameters(cmdstan):
             lambda y: mixture_decisions(
                 LOSS_DIR / "squared.stanfunctions", y, 1.0, nodes=0
             ),
-            "nodes must be a positive integer",
+            "nodes must be an integer >= 1",
         ),
     ],
 )

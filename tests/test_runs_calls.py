@@ -83,7 +83,7 @@ def test_a_failed_call_is_retried_and_then_named():
 
 
 def test_bad_fields_are_named(tmp_path):
-    with pytest.raises(ValueError, match=r"Workers\.retries must be an int >= 0"):
+    with pytest.raises(ValueError, match=r"Workers\.retries must be an integer >= 0"):
         Workers(retries=-1).validate()
     with pytest.raises(TypeError, match=r"Workers\.executor must be"):
         Workers(executor="dask").validate()  # type: ignore[arg-type]

@@ -10,6 +10,7 @@ from stanflow.validation import (
     check_int,
     check_number,
     check_positive,
+    is_integer,
     is_number,
 )
 
@@ -19,7 +20,8 @@ def test_is_number_accepts_real_numbers(value):
     assert is_number(value)
 
 
-@pytest.mark.parametrize("value", [True, np.bool_(False), "1", None, [1.0], np.ones(1)])
+@pytest.mark.parametrize(
+    "value", [True, np.bool_(False), "1", None, [1.0], np.ones(1), 1j, np.complex128(1)])
 def test_is_number_rejects_bools_and_other_types(value):
     assert not is_number(value)
 
@@ -107,3 +109,11 @@ def test_check_finite_vector():
 def test_check_finite_vector_rejects_with_the_name(values, message):
     with pytest.raises(ValueError, match=f"^{message}$"):
         check_finite_vector(values, "y")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(3, True), (np.int64(-2), True), (True, False), (3.0, False), ("3", False), (None, False)],
+)
+def test_is_integer_takes_ints_not_bools_or_whole_floats(value, expected):
+    assert is_integer(value) is expected

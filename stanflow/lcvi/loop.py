@@ -59,6 +59,7 @@ from stanflow.lcvi.utility import (
 )
 from stanflow.losses import BoundLoss
 from stanflow.runs.arguments import check_args
+from stanflow.validation import check_int, check_positive
 
 ADVI_DEFAULTS: dict[str, Any] = {
     "iter": 10_000,
@@ -294,12 +295,10 @@ def _check_options(n_draws: int, decision: str, schedule: Schedule) -> None:
     """Check the number of draws, the decision step's name and the schedule."""
     branch, n_iter, limit = schedule.branch, schedule.n_iter, schedule.limit
     decision_every, tol = schedule.every, schedule.tol
-    if isinstance(n_draws, bool) or int(n_draws) < 1:
-        raise ValueError(f"n_draws must be >= 1, got {n_draws!r}")
+    check_int(n_draws, "n_draws")
     if decision not in DECISIONS:
         raise ValueError(f"decision must be one of {list(DECISIONS)}, got {decision!r}")
-    if not isinstance(n_iter, int) or isinstance(n_iter, bool) or n_iter < 2:
-        raise ValueError(f"advi_args['iter'] must be an integer >= 2, got {n_iter!r}")
+    check_int(n_iter, "advi_args['iter']", 2)
     if isinstance(branch, bool) or not 1 <= int(branch) < n_iter:
         raise ValueError(
             f"branch_iter must be in [1, iter) = [1, {n_iter}), got {branch!r}"
@@ -308,10 +307,8 @@ def _check_options(n_draws: int, decision: str, schedule: Schedule) -> None:
         raise ValueError(
             f"max_iter must be an integer >= iter = {n_iter}, got {limit!r}"
         )
-    if isinstance(decision_every, bool) or int(decision_every) < 1:
-        raise ValueError(f"decision_every must be >= 1, got {decision_every!r}")
-    if not tol > 0:
-        raise ValueError(f"tol must be positive, got {tol!r}")
+    check_int(decision_every, "decision_every")
+    check_positive(tol, "tol")
 
 
 def _check_vi(vi: PlainVI, algorithm: str, schedule: Schedule) -> None:

@@ -23,6 +23,7 @@ import numpy as np
 from stanflow.lcvi.program import LcviProgram
 from stanflow.models import program_path
 from stanflow.resources import resource_dir
+from stanflow.validation import check_int, check_positive
 
 DATA_FILE = Path("lastfm") / "lastfm_counts_992x1003.csv"
 """The counts, relative to ``$STANFLOW_DATA_DIR``."""
@@ -137,23 +138,21 @@ def matrix_factorisation(
     Y = np.asarray(Y, dtype=float)
     if Y.ndim != 2 or not np.all(np.isfinite(Y)):
         raise ValueError(f"Y must be a finite matrix, got shape {Y.shape}")
-    if isinstance(K, bool) or int(K) < 1:
-        raise ValueError(f"K must be a positive integer, got {K!r}")
-    for name, value in (("prior_sd", prior_sd), ("noise_sd", noise_sd)):
-        if not float(value) > 0:
-            raise ValueError(f"{name} must be positive, got {value!r}")
+    K = check_int(K, "K")
+    prior_sd = check_positive(prior_sd, "prior_sd")
+    noise_sd = check_positive(noise_sd, "noise_sd")
     I, J = Y.shape
     rows, cols = split.train_rows, split.train_cols
     y = Y[rows, cols]
     data = {
         "I": I,
         "J": J,
-        "K": int(K),
+        "K": K,
         "N": y.size,
         "cell": cols * I + rows + 1,
         "y": y,
-        "prior_sd": float(prior_sd),
-        "noise_sd": float(noise_sd),
+        "prior_sd": prior_sd,
+        "noise_sd": noise_sd,
     }
     return LcviProgram(
         program_path("lcvi/matrix_factorisation"), data, y=y, name="matrix_factorisation"

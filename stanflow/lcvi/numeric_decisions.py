@@ -80,6 +80,7 @@ from stanflow.losses import BoundLoss, Loss, bound_loss, get_loss, loss_paramete
 from stanflow.models import compile_library, program_path
 from stanflow.signatures import LOSS, check_signature
 from stanflow.slots import is_slot_file
+from stanflow.validation import check_int
 
 PROGRAM = "lcvi/expected_loss"
 """The program under ``stan/`` whose slot ``loss.stanfunctions`` takes the loss."""
@@ -198,7 +199,7 @@ def mixture_decisions(
     path = check_loss_file(loss_file)
     params = check_loss_params(path, loss_params)
     xtol = _check_xtol(xtol)
-    _check_nodes(nodes)
+    nodes = check_int(nodes, "nodes")
     samples, shape = mixture_samples(loc, sd, nodes)
     decisions = minimise_expected_losses(loss_library(path), path, params, samples, xtol)
     return decisions.reshape(shape)
@@ -266,7 +267,7 @@ def stan_loss(
     path = check_loss_file(loss_file)
     params = check_loss_params(path, params)
     xtol = _check_xtol(xtol)
-    _check_nodes(nodes)
+    nodes = check_int(nodes, "nodes")
     library = loss_library(path)
     _values(library, path, params, np.ones(1), np.full(1, 2.0))
     return BoundLoss(
@@ -396,11 +397,6 @@ def _check_samples(samples: np.ndarray) -> tuple[np.ndarray, tuple[int, ...]]:
             f"index {first}"
         )
     return array.reshape(array.shape[0], -1), array.shape[1:]
-
-
-def _check_nodes(nodes: int) -> None:
-    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < 1:
-        raise ValueError(f"nodes must be a positive integer, got {nodes!r}")
 
 
 def _check_xtol(xtol: float) -> float:

@@ -57,6 +57,7 @@ from stanflow.models.source import cmdstan_name, model_name
 from stanflow.models.templates import STAN_DIR
 from stanflow.signatures import LOSS, check_signature
 from stanflow.toolchain import installer
+from stanflow.validation import check_int
 
 HEADER = 9
 """Entries of the settings vector ``lcvi`` before its probe and loss parameters."""
@@ -450,10 +451,7 @@ def _decisions(y: Any, n_decisions: int | None) -> tuple[np.ndarray | None, int]
         raise ValueError("give y (the observed outcomes of the decisions) or n_decisions, "
                          "one of them")
     if y is None:
-        if (isinstance(n_decisions, bool) or not isinstance(n_decisions, (int, np.integer))
-                or n_decisions < 1):
-            raise ValueError(f"n_decisions must be a positive integer, got {n_decisions!r}")
-        return None, int(n_decisions)
+        return None, check_int(n_decisions, "n_decisions")
     values = np.asarray(y, dtype=float)
     if values.ndim != 1 or values.size == 0 or not np.all(np.isfinite(values)):
         raise ValueError(f"y must be a non-empty finite vector, got shape {values.shape}")

@@ -32,7 +32,7 @@ from stanflow.golden import golden_section, sections_for
 from stanflow.lcvi.utility_transform import UTILITIES, check_utility, utility_scale
 from stanflow.losses import BoundLoss, bound_loss
 from stanflow.losses.decisions import CHUNK_ELEMENTS
-from stanflow.validation import check_number
+from stanflow.validation import check_int, check_number
 
 GRID_POINTS = 33
 """Points of the coarse grid that :func:`utility_decisions` starts from."""
@@ -91,10 +91,7 @@ class Utility:
             raise ValueError(f"percentile must be in (0, 100], got {self.percentile!r}")
         object.__setattr__(self, "percentile", percentile)
         check_estimator(self.estimator)
-        S = self.n_outcomes
-        if isinstance(S, bool) or not isinstance(S, (int, np.integer)) or S < 1:
-            raise ValueError(f"n_outcomes must be an integer >= 1, got {S!r}")
-        object.__setattr__(self, "n_outcomes", int(S))
+        object.__setattr__(self, "n_outcomes", check_int(self.n_outcomes, "n_outcomes"))
 
     def scaled(self, losses: np.ndarray) -> Utility:
         """This utility with the scale that plain VI's ``losses`` give at ``percentile``."""

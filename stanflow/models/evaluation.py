@@ -17,6 +17,8 @@ import os
 import bridgestan
 import numpy as np
 
+from stanflow.validation import check_int
+
 MIN_ROWS_PER_THREAD = 32
 """Starting a thread costs tens of microseconds: fewer rows than this per
 thread would spend more on threads than they save..."""
@@ -142,8 +144,7 @@ def _evaluate(
     n = points.shape[0]
     if threads is None:
         threads = default_threads()
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ValueError(f"threads must be a positive integer, got {threads!r}")
+    threads = check_int(threads, "threads")
     worth = max(n // MIN_ROWS_PER_THREAD, points.size // MIN_VALUES_PER_THREAD)
     threads = max(1, min(threads, n, worth))
     batch = _batch_function(model)

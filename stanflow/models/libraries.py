@@ -40,6 +40,7 @@ from stanflow.models.cache import (
 from stanflow.models.templates import origin_note, render_with_origins
 from stanflow.toolchain import installer
 from stanflow.toolchain.discovery import read_cmdstan_version
+from stanflow.validation import check_int
 
 _log = logging.getLogger(__name__)
 
@@ -202,7 +203,8 @@ def load(
         record is left as it is, since the cause is then the process or the
         system), or if its cache entry is too damaged to rebuild.
     """
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+    seed = check_int(seed, "seed", 0)
+    if seed >= 2**32:
         raise ValueError(f"seed must be an integer in [0, 2**32), got {seed!r}")
     path = Path(source)
     if path.name.endswith(LIBRARY_SUFFIX):

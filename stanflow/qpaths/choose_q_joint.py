@@ -34,6 +34,7 @@ from numpy.typing import ArrayLike
 
 from stanflow.qpaths.choose_q import first_step_ess
 from stanflow.qpaths.qmath import _check_log_densities, q_from_delta
+from stanflow.validation import check_int
 
 DELTA_BOUNDS = (0.0, 18.0)
 """The authors' bounds on ``delta``; ``delta >= 18`` is the geometric path."""
@@ -90,8 +91,7 @@ def joint_heuristic(
             raise ValueError(f"{name} must be finite at draws from the base")
     if not 0 < target_ess < 1:
         raise ValueError(f"target_ess must lie in (0, 1), got {target_ess}")
-    if isinstance(iterations, bool) or int(iterations) != iterations or iterations < 1:
-        raise ValueError(f"iterations must be an integer >= 1, got {iterations}")
+    iterations = check_int(iterations, "iterations")
     delta = initial_delta(log_pi1 - log_pi0)
     q = 1.0 if delta >= DELTA_BOUNDS[1] else float(q_from_delta(delta))
     return JointChoice(

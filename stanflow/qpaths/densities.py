@@ -17,6 +17,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import ArrayLike
 
+from stanflow.validation import check_int
+
 
 @runtime_checkable
 class DifferentiableDensity(Protocol):
@@ -43,14 +45,13 @@ class GaussianBase:
     """
 
     def __init__(self, d: int, sd: float = 1.0, mean: ArrayLike = 0.0) -> None:
-        if isinstance(d, bool) or int(d) != d or d < 1:
-            raise ValueError(f"d must be an integer >= 1, got {d}")
+        d = check_int(d, "d")
         if not np.isfinite(sd) or sd <= 0:
             raise ValueError(f"sd must be positive and finite, got {sd}")
-        centre = np.broadcast_to(np.asarray(mean, dtype=float), (int(d),)).copy()
+        centre = np.broadcast_to(np.asarray(mean, dtype=float), (d,)).copy()
         if not np.isfinite(centre).all():
             raise ValueError("mean must be finite")
-        self.d, self.sd, self.mean = int(d), float(sd), centre
+        self.d, self.sd, self.mean = d, float(sd), centre
 
     def __call__(self, z: np.ndarray) -> np.ndarray:
         """Log density at particles ``z`` of shape ``(N, d)``, shape ``(N,)``."""

@@ -21,6 +21,7 @@ from scipy.linalg import solve_triangular
 
 from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
 from stanflow.qpaths.qmath import log_qpath
+from stanflow.validation import check_int
 
 SCALE = 1.1
 """Proposal scale relative to the particle covariance (heavier than the target)."""
@@ -61,8 +62,7 @@ def gaussian_independence_moves(
         raise ValueError(
             f"particles: need more particles than dimensions, got {n} x {d}"
         )
-    if isinstance(n_moves, bool) or int(n_moves) != n_moves or n_moves < 1:
-        raise ValueError(f"n_moves must be an integer >= 1, got {n_moves}")
+    n_moves = check_int(n_moves, "n_moves")
     mean = z.mean(axis=0)
     cov = np.atleast_2d(np.cov(z, rowvar=False))
     chol = np.linalg.cholesky(SCALE**2 * cov + 1e-12 * np.trace(cov) / d * np.eye(d))

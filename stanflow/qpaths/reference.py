@@ -28,6 +28,7 @@ from stanflow.qpaths.kernels import (
     Sampler,
 )
 from stanflow.qpaths.self_tuning import SelfTuningMoves
+from stanflow.validation import check_int
 
 
 class FinalParticles:
@@ -92,14 +93,13 @@ def t_importance_log_z(
     particles = np.asarray(particles, dtype=float)
     if particles.ndim != 2 or particles.shape[0] <= particles.shape[1]:
         raise ValueError(f"particles must be (N, d) with N > d, got {particles.shape}")
-    if isinstance(n_draws, bool) or int(n_draws) != n_draws or n_draws < 2:
-        raise ValueError(f"n_draws must be an integer >= 2, got {n_draws}")
+    n_draws = check_int(n_draws, "n_draws", 2)
     if not (df > 0 and scale > 0):
         raise ValueError(f"df and scale must be positive, got {df}, {scale}")
     proposal = stats.multivariate_t(
         particles.mean(axis=0), scale * np.cov(particles, rowvar=False), df=df
     )
-    draws = proposal.rvs(int(n_draws), random_state=rng).reshape(int(n_draws), -1)
+    draws = proposal.rvs(n_draws, random_state=rng).reshape(n_draws, -1)
     log_w = np.asarray(log_pi1(draws), dtype=float) - proposal.logpdf(draws)
     if not np.isfinite(log_w).all():
         raise ValueError("log_pi1 is not finite at some proposal draws")

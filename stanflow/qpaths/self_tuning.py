@@ -46,6 +46,7 @@ from scipy.linalg import solve_triangular
 from stanflow.qpaths.densities import is_differentiable
 from stanflow.qpaths.kernels import LogDensity, MoveInfo, Particles, evaluate
 from stanflow.qpaths.qmath import log_qpath, target_share
+from stanflow.validation import check_int
 
 HMC_ACCEPT = 0.8
 """Mean acceptance probability the HMC step size aims at."""
@@ -100,11 +101,10 @@ class SelfTuningMoves:
             raise ValueError(f"kind must be 'auto' or one of {sorted(MOVES)}, got {kind!r}")
         if not 0 < decorrelation < 1:
             raise ValueError(f"decorrelation must lie in (0, 1), got {decorrelation}")
-        if isinstance(max_moves, bool) or int(max_moves) != max_moves or max_moves < 1:
-            raise ValueError(f"max_moves must be an integer >= 1, got {max_moves}")
+        max_moves = check_int(max_moves, "max_moves")
         self.kind = kind
         self.decorrelation = float(decorrelation)
-        self.max_moves = int(max_moves)
+        self.max_moves = max_moves
         self.step_size: float | None = None
         self.walk_scale: float | None = None
         self.history: list[dict[str, float | int | str]] = []

@@ -17,9 +17,11 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import numpy as np
+
+from stanflow.validation import is_integer, is_number
 
 METHODS = ("sample", "optimize", "variational", "pathfinder", "laplace")
 """The methods a run set runs: those whose output is one CSV of draws per chain."""
@@ -394,7 +396,7 @@ def _check_value(key: str, node: _Value | _Choice, value: Any) -> Any:
             )
         return value
     if node.kind == "bool":
-        if isinstance(value, (bool, np.bool_)) or (is_int(value) and value in (0, 1)):
+        if isinstance(value, (bool, np.bool_)) or (is_integer(value) and value in (0, 1)):
             return bool(value)
         raise ArgumentError(key, f"{key!r} must be a bool, got {value!r}")
     if node.kind == "file":
@@ -404,11 +406,11 @@ def _check_value(key: str, node: _Value | _Choice, value: Any) -> Any:
             )
         return str(Path(value).absolute())
     if node.kind == "int":
-        if not is_int(value):
+        if not is_integer(value):
             raise ArgumentError(key, f"{key!r} must be an int, got {value!r}")
         value = int(value)
     else:
-        if not is_real(value) or not math.isfinite(value):
+        if not is_number(value) or not math.isfinite(value):
             raise ArgumentError(
                 key, f"{key!r} must be a finite real number, got {value!r}"
             )
@@ -416,20 +418,6 @@ def _check_value(key: str, node: _Value | _Choice, value: Any) -> Any:
     if not node.ok(value):
         raise ArgumentError(key, f"{key!r} must be {node.rule}, got {value!r}")
     return value
-
-
-def is_int(value: Any) -> bool:
-    """An int or numpy integer, not a bool."""
-    return isinstance(value, (int, np.integer)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-
-
-def is_real(value: Any) -> TypeGuard[int | float | np.integer | np.floating]:
-    """A Python or numpy real number, not a bool."""
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
 
 
 def _adapts_without_warmup(args: Mapping[str, Any]) -> bool:

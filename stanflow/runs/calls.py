@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from stanflow.atomic import write_atomic
-from stanflow.runs.arguments import is_int
 from stanflow.runs.executors import Executor, LocalExecutor
+from stanflow.validation import check_int
 
 logger = logging.getLogger("stanflow.runs")
 
@@ -69,8 +69,7 @@ class Workers:
             raise TypeError(
                 "Workers.executor must be a stanflow.runs Executor (LocalExecutor or "
                 f"DaskExecutor), got {type(self.executor).__name__}")
-        if not is_int(self.retries) or self.retries < 0:
-            raise ValueError(f"Workers.retries must be an int >= 0, got {self.retries!r}")
+        check_int(self.retries, "Workers.retries", 0)
         if self.out_dir is not None:
             folder = Path(self.out_dir)
             if folder.exists() and not folder.is_dir():

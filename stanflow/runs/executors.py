@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from stanflow.runs.arguments import is_int
 from stanflow.runs.batch import run_chunk, run_chunk_collect
 from stanflow.runs.jobs import Chunk, Outcome
+from stanflow.validation import check_int
 
 logger = logging.getLogger("stanflow.runs")
 
@@ -127,9 +127,7 @@ class LocalExecutor(Executor):
     def __init__(self, cores: int | None = None) -> None:
         if cores is None:
             cores = len(os.sched_getaffinity(0))
-        if not is_int(cores) or cores < 1:
-            raise ValueError(f"cores must be an int >= 1, got {cores!r}")
-        self._cores = int(cores)
+        self._cores = check_int(cores, "cores")
         self._state: _LocalState | None = None
         self._finished: list[Outcome] = []
 

@@ -22,7 +22,6 @@ import cmdstanpy
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.runs.arguments import is_int, is_real
 from stanflow.runs.batch import supports_batch
 from stanflow.runs.bookkeeping import RunResult, is_done, run_result, run_stats
 from stanflow.runs.commands import output_files
@@ -40,6 +39,7 @@ from stanflow.runs.spec import (
     as_spec,
     check_spec,
 )
+from stanflow.validation import check_int, is_number
 
 
 class RunSet:
@@ -98,10 +98,7 @@ class RunSet:
                         f"{getattr(checked[0], name)!r}; the runs of a run set share "
                         "one method and number of chains",
                     )
-        if root_seed is None:
-            root_seed = new_root_seed()
-        elif not is_int(root_seed) or root_seed < 0:
-            raise ValueError(f"root_seed must be an int >= 0, got {root_seed!r}")
+        root_seed = new_root_seed() if root_seed is None else check_int(root_seed, "root_seed", 0)
         folder = Path(out_dir).absolute()
         folder.mkdir(parents=True, exist_ok=True)
         plan = make_plan(
@@ -191,14 +188,11 @@ class RunSet:
             kept 37 finished runs of 200 in DIR; resume with:
             stanflow.runs.resume('DIR'), or the same call again with the same seed and out_dir``.
         """
-        if not is_int(retries) or retries < 0:
-            raise ValueError(f"retries must be an int >= 0, got {retries!r}")
-        if timeout is not None and (not is_real(timeout) or not timeout > 0):
+        retries = check_int(retries, "retries", 0)
+        if timeout is not None and (not is_number(timeout) or not timeout > 0):
             raise ValueError(f"timeout must be a number > 0 or None, got {timeout!r}")
-        if chunk_size is not None and (not is_int(chunk_size) or chunk_size < 1):
-            raise ValueError(
-                f"chunk_size must be an int >= 1 or None, got {chunk_size!r}"
-            )
+        if chunk_size is not None:
+            chunk_size = check_int(chunk_size, "chunk_size")
         if executor is not None and not isinstance(executor, Executor):
             raise TypeError(
                 f"executor must be an Executor, got {type(executor).__name__}"

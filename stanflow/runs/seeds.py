@@ -13,6 +13,8 @@ from typing import cast
 
 import numpy as np
 
+from stanflow.validation import check_int
+
 MAX_SEED = 2**32 - 1
 """CmdStan's largest seed (``random seed`` is an unsigned 32-bit number)."""
 
@@ -38,10 +40,7 @@ def run_seed(root_seed: int, index: int) -> int:
     int
         A seed in ``[0, 2**32 - 1]``.
     """
-    if isinstance(root_seed, bool) or not isinstance(root_seed, (int, np.integer)):
-        raise TypeError(f"root_seed must be an int, got {type(root_seed).__name__}")
-    if root_seed < 0:
-        raise ValueError(f"root_seed must be >= 0, got {root_seed}")
+    root_seed = check_int(root_seed, "root_seed", 0)
     if index < 0:
         raise ValueError(f"index must be >= 0, got {index}")
     child = np.random.SeedSequence(int(root_seed), spawn_key=(int(index),))

@@ -22,12 +22,11 @@ import numpy as np
 from stanflow.runs.arguments import (
     ArgumentError,
     check_args,
-    is_int,
-    is_real,
     uses_nuts,
 )
 from stanflow.runs.seeds import MAX_SEED
 from stanflow.runs.sizes import Size, SizeMismatch, check_shapes
+from stanflow.validation import is_integer, is_number
 
 _STAN_JSON_CONSTANTS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -187,13 +186,13 @@ def check_spec(spec: RunSpec, index: int, model: ModelInterface) -> CheckedRun:
         )
         raise InvalidRunSpec(index, field_name, str(error)) from None
     seed = spec.seed
-    if seed is not None and (not is_int(seed) or not 0 <= seed <= MAX_SEED):
+    if seed is not None and (not is_integer(seed) or not 0 <= seed <= MAX_SEED):
         raise InvalidRunSpec(
             index, "seed", f"must be an int in [0, {MAX_SEED}], got {seed!r}"
         )
     for name in ("chains", "threads_per_chain"):
         value = getattr(spec, name)
-        if not is_int(value) or value < 1:
+        if not is_integer(value) or value < 1:
             raise InvalidRunSpec(index, name, f"must be an int >= 1, got {value!r}")
     if spec.chains > 1 and not uses_nuts(spec.method, args):
         raise InvalidRunSpec(
@@ -254,7 +253,7 @@ def _check_inits(
 ) -> dict[str, Any] | float | None:
     if inits is None:
         return None
-    if is_real(inits):
+    if is_number(inits):
         if not math.isfinite(inits) or inits < 0:
             raise _FieldError(
                 "inits", f"a radius must be finite and >= 0, got {inits!r}"

@@ -61,7 +61,7 @@ from stanflow.gibbs.gpc.regions import check_alpha
 from stanflow.gibbs.gpc.stan_backend import StanBackend, stan_evaluator
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.templates import TemplateProgram
-from stanflow.validation import check_int, is_number
+from stanflow.validation import check_int, check_number, check_positive
 
 STEP_EXPONENT = 0.51
 
@@ -188,10 +188,8 @@ def calibrate_gpc(
     check_alpha(alpha)
     B = check_int(B, "B")
     max_steps = check_int(max_steps, "max_steps")
-    if not (is_number(eps) and math.isfinite(eps) and eps >= 0):
-        raise ValueError(f"eps must be a finite number >= 0, got {eps!r}")
-    if not (is_number(omega0) and math.isfinite(omega0) and omega0 > 0):
-        raise ValueError(f"omega0 must be positive and finite, got {omega0!r}")
+    eps = check_number(eps, "eps", low=0)
+    omega0 = check_positive(omega0, "omega0")
     if isinstance(backend, GridBackend):
         check_grid_program(program)
     found = program.estimate() if estimate is None else program.estimate_at(estimate)

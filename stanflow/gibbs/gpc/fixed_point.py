@@ -40,6 +40,7 @@ import numpy as np
 from stanflow.gibbs.exact_location import absolute_cdf, absolute_segments, squared_cdf
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.validation import check_int
 
 LOSSES = ("absolute", "squared")
 BRACKET = (1e-3, 1e3)
@@ -92,8 +93,7 @@ def plateau_end(
     ndarray, shape (R,)
         The bracket's upper end after the bisection (within ``(high / low)^(2^-iterations)``).
     """
-    if isinstance(iterations, bool) or not isinstance(iterations, (int, np.integer)) or iterations < 1:
-        raise ValueError(f"iterations must be an int >= 1, got {iterations!r}")
+    iterations = check_int(iterations, "iterations")
     low, high = np.array(low, dtype=float), np.array(high, dtype=float)
     if low.shape != high.shape or not np.all((low > 0) & (low < high)):
         raise ValueError("low and high must have one shape with 0 < low < high")
@@ -135,8 +135,7 @@ def fixed_points(
     """
     if not 0 < bracket[0] < bracket[1] < np.inf:
         raise ValueError(f"bracket must be (low, high) with 0 < low < high, got {bracket!r}")
-    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
-        raise ValueError(f"rows must be an int >= 1, got {rows!r}")
+    rows = check_int(rows, "rows")
     start = np.full(rows, float(bracket[0]))
     stop = np.full(rows, float(bracket[1]))
     upper = plateau_end(count, target, start, stop)
@@ -254,8 +253,7 @@ def gpc_fixed_points(
     seeds = np.asarray(seeds)
     if seeds.shape != (y.shape[0],) or not np.issubdtype(seeds.dtype, np.integer):
         raise ValueError(f"seeds must be {y.shape[0]} integers, one per data set, got {seeds!r}")
-    if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 2:
-        raise ValueError(f"B must be an int >= 2, got {B!r}")
+    B = check_int(B, "B", 2)
     target = (1 - alpha) * B
     if not 0 < alpha < 1 or abs(target - round(target)) > 1e-9:
         raise ValueError(f"alpha must be in (0, 1) with (1 - alpha) B whole, got alpha={alpha!r}, B={B}")

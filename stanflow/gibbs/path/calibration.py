@@ -36,6 +36,7 @@ from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.shape import adjust_draws, sandwich_shape
 from stanflow.runs.calls import Workers, as_workers
+from stanflow.validation import check_positive
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
@@ -188,10 +189,9 @@ def calibrate_path(
     if omega_max is not None:
         omega_max = check_omega_max(omega_max)
     workers = as_workers(workers)  # before the long work
-    marks = dict(marks or {})
-    for name, value in marks.items():
-        if not (isinstance(value, (int, float)) and np.isfinite(value) and value > 0):
-            raise ValueError(f"marks[{name!r}] must be a positive learning rate, got {value!r}")
+    marks = {
+        name: check_positive(value, f"marks[{name!r}]") for name, value in (marks or {}).items()
+    }
     path = LearningRatePath(
         program, sampler=CALIBRATION_SAMPLER if sampler is None else sampler, seed=seed,
     )

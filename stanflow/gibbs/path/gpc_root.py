@@ -52,6 +52,7 @@ from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, 
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.path.transport import TransportCoverage
 from stanflow.runs.calls import Workers, as_workers
+from stanflow.validation import check_int, check_positive
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
@@ -317,15 +318,12 @@ def _transport_record(coverage: PathCoverage | TransportCoverage) -> dict[str, t
 
 
 def _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations) -> None:
-    if isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 1:
-        raise ValueError(f"B must be an int >= 1, got {B!r}")
+    check_int(B, "B")
     if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    if not (isinstance(omega0, (int, float)) and math.isfinite(omega0) and omega0 > 0):
-        raise ValueError(f"omega0 must be positive and finite, got {omega0!r}")
+    check_positive(omega0, "omega0")
     if not (isinstance(proposal_scale, (int, float)) and 0 < proposal_scale <= 1):
         raise ValueError(f"proposal_scale must be in (0, 1], got {proposal_scale!r}")
     if not (isinstance(xtol, (int, float)) and 0 < xtol < 1):
         raise ValueError(f"xtol must be in (0, 1), got {xtol!r}")
-    if isinstance(max_evaluations, bool) or not isinstance(max_evaluations, int) or max_evaluations < 2:
-        raise ValueError(f"max_evaluations must be an int >= 2, got {max_evaluations!r}")
+    check_int(max_evaluations, "max_evaluations", 2)
