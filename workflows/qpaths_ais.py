@@ -75,7 +75,7 @@ import numpy as np
 import xarray as xr
 from threadpoolctl import ThreadpoolController
 
-from stanflow.experiment import Cell, CellRun, Experiment, Records
+from stanflow.experiment import Cell, CellRun, Experiment, Records, own_fields
 from stanflow.idata import save_dataset
 from stanflow.models import program_path
 from stanflow.qpaths.bdmc import LatentModel, bdmc_sandwich, forward_ais, tune_step_size
@@ -280,8 +280,7 @@ def compute(problem: Problem, run: CellRun) -> dict:
     if params["path"] != "geometric" and np.all(q_sim == 1) and np.all(q_real == 1):
         # The geometric path itself: its runs, not a replicate.
         geometric = run.needed[cell_name("geometric", params["K"])]
-        return {key: value for key, value in geometric.items()
-                if key not in ("config", "seconds")} | {"same_as": "geometric"}
+        return own_fields(geometric) | {"same_as": "geometric"}
     # The path's pilot (the path's and K's for our heuristic, whose q depends on K), on
     # the q of the path's first K (the authors' q depends on the seed of the K).
     if params["path"] == "heuristic":

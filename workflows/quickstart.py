@@ -65,7 +65,7 @@ import numpy as np
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.experiment import Cell, CellRun, Experiment, Records
+from stanflow.experiment import Cell, CellRun, Experiment, Records, own_fields
 from stanflow.gibbs import (
     LossProgram,
     PathSampler,
@@ -221,8 +221,8 @@ def summarise(settings: dict[str, Any], records: Records) -> dict[str, Any]:
     """Both routes, omega* and the roots' difference over its standard error."""
     y = simulate()
     summary: dict[str, Any] = {
-        route: {k: v for k, v in records[route].items()
-                if k not in ("config", "seconds", "seconds_program", "seconds_calibration", "files")}
+        route: {k: v for k, v in own_fields(records[route]).items()
+                if k not in ("seconds_program", "seconds_calibration", "files")}
         for route in ROUTES}
     template, own = summary["template"], summary["own_program"]
     own["file"] = "stan/median.stan"
