@@ -10,11 +10,12 @@ errors), N(0, 10^2) priors, B = 200, one data set per size:
    path with its defaults, 4000 particles and 3 random-walk moves, then GPC
    with particles moved to every resample): wall time, ``omega`` and its stated
    error, evaluations, the smallest and median effective sample size per
-   resample at the root, resample moves. Beside it, the reweighted path's
+   resample at the root, resample moves (and how many went on to SMC
+   bridges). Beside it, the reweighted path's
    health at its own root (``resamples="reweight"``) where it runs in minutes.
 2. **Against the resample design** (every resample's posterior by NUTS: one
    chain, 300 warm-up and 1000 draws, as ``StanBackend(design="resample")``
-   runs it) at K = 5, 10 and 20 (n = 500): the moved design's coverage function and
+   runs it) at K = 5, 10, 20 and 50 (n = 500): the moved design's coverage function and
    root (``TransportCoverage`` and ``find_root``, as ``path_gpc`` runs them),
    then the count of covering resamples by NUTS at the root and at ``root *
    (1 -+ 0.1)`` with the same regions (the full data's posterior covariance,
@@ -53,7 +54,7 @@ SIZES = [(2, 500), (5, 500), (10, 500), (20, 500), (50, 500), (20, 2000), (5, 10
 LARGEST = (5, 100_000)
 REWEIGHT_UP_TO = 20_000
 """The reweighted path runs beside the moved design up to this ``n K``."""
-NUTS_SIZES = [(5, 500), (10, 500), (20, 500)]
+NUTS_SIZES = [(5, 500), (10, 500), (20, 500), (50, 500)]
 NUTS = {"chains": 1, "iter_warmup": 300, "iter_sampling": 1000}
 
 
@@ -88,7 +89,9 @@ def calibration(program, resamples: str) -> dict:
     }
     if "resample_moves" in c:
         record |= {"resample_moves": int(c["resample_moves"]),
-                   "acceptance": float(c["acceptance"])}
+                   "acceptance": float(c["acceptance"]),
+                   "bridged": int(c["hmc_moves"]),
+                   "hmc_acceptance": float(c["hmc_acceptance"])}
     return record
 
 

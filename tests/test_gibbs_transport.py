@@ -10,7 +10,6 @@ per-observation losses.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import pytest
@@ -134,20 +133,92 @@ def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan)
 
 
 @pytest.mark.e2e
+def test_resamples_bridged_by_smc_match_their_exact_posteriors(cmdstan):
+    """K = 25, n = 75 (three observations per coefficient), squared loss and a
+    N(0, 10^2) prior: each resample's Gibbs posterior is Gaussian with precision
+    ``I / 100 + 2 omega X' C X`` and mean ``2 omega P^-1 X' C y``. With the
+    independence sampler off, the resamples that importance sampling leaves
+    short are bridged by SMC with HMC moves; their particles' means sit from
+    the exact means as their stated effective sizes imply (squared
+    standardised errors average at most about ``K / ESS``: the clustered
+    effective size is not overstated), and their spread is the posterior's."""
+    n, K, B, omega = 75, 25, 16, 1.0
+    rng = np.random.default_rng(11)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
+    y = X[:, 0] + rng.normal(size=n)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    estimate = program.estimate().theta
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=2000, n_moves=3), seed=1)
+    indices = bootstrap_indices(n, B, np.random.SeedSequence(3))
+    problem = BootstrapProblem(path, indices, estimate, 0.05)
+    coverage = TransportCoverage(problem, seed=4, max_steps=0)
+    found = coverage(omega)
+    assert coverage.hmc_moves >= B // 2, coverage.hmc_moves
+    assert 0.5 < coverage.hmc_acceptance < 0.95
+    placed = coverage.placement
+    assert placed is not None
+    by_hmc = np.flatnonzero(placed.efficiency < 1)
+    assert by_hmc.size >= B // 2
+    assert found.ess_min >= LOW_ESS
+    counts = resample_counts(indices, n)
+    ratios, spreads = [], []
+    for b in by_hmc:
+        precision = np.eye(K) / 100 + 2 * omega * (X.T * counts[b]) @ X
+        exact = np.linalg.solve(precision, 2 * omega * (X.T * counts[b]) @ y)
+        theta = placed.z[b]
+        error = np.linalg.cholesky(precision).T @ (theta.mean(axis=0) - exact)
+        ratios.append(float(error @ error) / (K / placed.ess(omega)[b]))
+        spreads.append(np.trace(precision @ np.cov(theta, rowvar=False)) / K)
+    assert np.mean(ratios) < 1.5, ratios
+    assert np.median(spreads) == pytest.approx(1.0, abs=0.15), spreads
+
+
+@pytest.mark.e2e
 def test_unhealthy_resamples_are_reported_never_hidden(cmdstan):
     """Built to fail: a uniform prior on [5, 8] far from data centred at 0, so every
     posterior piles against the bound and the influence of a resample, through a
-    curvature near 0, points far outside the prior. The result reports the
-    resamples read from fewer than LOW_ESS effective draws and warns."""
+    curvature near 0, points far outside the prior. Without the SMC bridges
+    (``max_hmc=0``) the result reports the resamples read from fewer than LOW_ESS
+    effective draws and warns."""
     y = np.random.default_rng(0).normal(size=60)
     program = location_program(y, loss="squared", bounds=(5, 8))
     path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        c = path_gpc(path, [5.05], B=40, seed=0, resamples="transport", max_evaluations=4)
-    low = float(c["low_ess_share"])
-    assert low > 0
-    assert any("effective draws" in str(w.message) for w in caught)
+    indices = bootstrap_indices(60, 40, np.random.SeedSequence(0))
+    found = TransportCoverage(BootstrapProblem(path, indices, np.array([5.05]), 0.05),
+                              seed=0, max_hmc=0)(1.0)
+    assert found.low_ess > 0
+
+
+@pytest.mark.e2e
+def test_the_bridge_reaches_posteriors_piled_on_a_bound(cmdstan):
+    """The case above with the SMC bridges on: every resample is healthy, and its
+    region statistic (the posterior CDF at the estimate 5.05) is the truncated
+    normal's, ``N(mean_b, 1 / (2 omega sum c_b))`` on [5, 8], within its stated error."""
+    from scipy.stats import truncnorm
+
+    y = np.random.default_rng(0).normal(size=60)
+    program = location_program(y, loss="squared", bounds=(5, 8))
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=1000), seed=0)
+    B, omega, estimate = 40, 1.0, 5.05
+    indices = bootstrap_indices(60, B, np.random.SeedSequence(0))
+    coverage = TransportCoverage(BootstrapProblem(path, indices, np.array([estimate]), 0.05),
+                                 seed=0)
+    found = coverage(omega)
+    assert found.low_ess == 0 and coverage.hmc_moves > 0
+    placed = coverage.placement
+    assert placed is not None
+    ours = region_statistic_per_resample(
+        coverage._theta(placed.z), placed.log_weights(omega), np.array([estimate]),
+        coverage.region)
+    ess = placed.ess(omega)
+    counts = resample_counts(indices, 60)
+    z = []
+    for b in range(B):
+        mean, sd = counts[b] @ y / counts[b].sum(), 1 / math.sqrt(2 * omega * counts[b].sum())
+        truth = truncnorm.cdf(estimate, (5 - mean) / sd, (8 - mean) / sd, loc=mean, scale=sd)
+        z.append((ours[b] - truth) / math.sqrt(max(truth * (1 - truth), 0.01) / ess[b]))
+    assert abs(np.mean(z)) < 0.6 and np.std(z) < 1.5, z
 
 
 def test_bad_input_is_named():

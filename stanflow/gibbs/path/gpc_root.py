@@ -224,8 +224,10 @@ def path_gpc(
         particles at the root: with many parameters the one path no longer
         serves the resamples, and the root means nothing); ``wall_time``
         (seconds); with ``"transport"``, ``resample_moves`` (resamples moved,
-        counted once per ``omega`` they were moved at) and ``acceptance``
-        (of the independent Metropolis-Hastings steps). Attributes: method,
+        counted once per ``omega`` they were moved at), ``acceptance``
+        (of the independent Metropolis-Hastings steps), ``hmc_moves`` (of
+        those moves, the ones that went on to HMC) and ``hmc_acceptance``.
+        Attributes: method,
         ``resamples`` (the design used), B, alpha, omega0, seed, ...
     """
     _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations)
@@ -314,7 +316,9 @@ def choose_coverage(
 def _transport_record(coverage: PathCoverage | TransportCoverage) -> dict[str, tuple]:
     if not isinstance(coverage, TransportCoverage):
         return {}
-    return {"resample_moves": ((), coverage.moves), "acceptance": ((), coverage.acceptance)}
+    return {"resample_moves": ((), coverage.moves), "acceptance": ((), coverage.acceptance),
+            "hmc_moves": ((), coverage.hmc_moves),
+            "hmc_acceptance": ((), coverage.hmc_acceptance)}
 
 
 def _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations) -> None:

@@ -24,10 +24,11 @@ For each resample (counts ``c``, proposal a multivariate t with
   covariance, once that many have moved) every :data:`REFIT_EVERY` steps;
   each step's fresh draws are an importance sample of their own, and the
   resample keeps the one with the largest effective size
-  (:func:`_adapt_by_moves`). Its placement is always an importance sample,
-  weighted exactly, with its Kish effective size: never the moved
-  particles, whose distance from the posterior after a few steps no
-  effective size states honestly.
+  (:func:`_adapt_by_moves`). Its placement is an importance sample, weighted
+  exactly, with its Kish effective size: never the moved particles, whose
+  distance from the posterior after a few steps no effective size states
+  honestly. A resample still short is bridged by SMC
+  (:mod:`stanflow.gibbs.path.bridge`).
 """
 
 from __future__ import annotations
@@ -61,20 +62,33 @@ class Placement(NamedTuple):
     loss : ndarray, shape (R, S)
         ``c_b . l`` at them.
     log_rest : ndarray, shape (R, S)
-        The importance log weight at ``omega = 0``: ``log pi(z) - log q_b(z)``.
+        The importance log weight at ``omega = 0``: ``log pi(z) - log q_b(z)``
+        for an importance sample; ``omega_b c_b . l(z)`` for particles bridged
+        by SMC to ``omega_b`` (equally weighted there).
+    efficiency : ndarray, shape (R,)
+        The share of the particles' count that their dependence leaves
+        effective at equal weights: 1 for an importance sample (independent
+        draws), the clustered effective size over ``S`` for particles bridged
+        by SMC (:func:`stanflow.gibbs.path.bridge.clustered_ess`).
+    families : ndarray of int, shape (R, S)
+        Each particle's family: itself in an importance sample; for bridged
+        particles the particle of the bridge's start they descend from.
     """
 
     z: np.ndarray
     loss: np.ndarray
     log_rest: np.ndarray
+    efficiency: np.ndarray
+    families: np.ndarray
 
     def log_weights(self, omega: float) -> np.ndarray:
         """Each resample's log weights at ``omega``, shape ``(R, S)``."""
         return self.log_rest - omega * self.loss
 
     def ess(self, omega: float) -> np.ndarray:
-        """Each resample's effective sample size at ``omega``, shape ``(R,)``."""
-        return kish(self.log_weights(omega))
+        """Each resample's effective sample size at ``omega``, shape ``(R,)``: Kish's of
+        the weights times the particles' efficiency (the two design effects multiply)."""
+        return kish(self.log_weights(omega)) * self.efficiency
 
 
 class Proposal(NamedTuple):
@@ -142,12 +156,21 @@ class Moved(NamedTuple):
         Independent Metropolis-Hastings steps, summed over the block's resamples.
     accepted : float
         The sum of those steps' acceptance rates.
+    hmc_moved : int
+        Resamples bridged by SMC with HMC moves (:mod:`stanflow.gibbs.path.bridge`).
+    hmc_steps : int
+        Their HMC moves, summed.
+    hmc_accepted : float
+        The sum of those moves' mean acceptance probabilities.
     """
 
     placement: Placement
     proposal: Proposal
     steps: int
     accepted: float
+    hmc_moved: int = 0
+    hmc_steps: int = 0
+    hmc_accepted: float = 0.0
 
 
 _Rows = TypeVar("_Rows", Placement, Proposal)
@@ -197,7 +220,8 @@ def _sample(
     the proposal's log density at them."""
     z, log_q = t_draws(rngs, proposal.mean, proposal.scale, draws)
     prior, loss = prior_and_resample_loss(target, z, counts)
-    return Placement(z, loss, prior - log_q), log_q
+    families = np.broadcast_to(np.arange(draws), (len(z), draws)).copy()
+    return Placement(z, loss, prior - log_q, np.ones(len(z)), families), log_q
 
 
 def _adapt_by_moves(

@@ -16,7 +16,8 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
 - a resample ``b`` (counts ``c_b``) is moved to its Gibbs posterior
   (:func:`~stanflow.gibbs.path.moving.move_block`: importance sampling with
   refitted proposals, then independent Metropolis-Hastings steps where that is
-  not enough) from a t with the anchor's covariance, centred at the anchor's
+  not enough, then, where even that is not, an SMC step with HMC moves on
+  Stan's gradients) from a t with the anchor's covariance, centred at the anchor's
   mean plus the resample's influence ``-H^-1 (1/n) sum_i (c_bi - 1) g_i``
   (``H`` and the per-observation gradients ``g_i`` of the plug-in,
   :meth:`~stanflow.gibbs.program.LossProgram.sandwich`);
@@ -24,8 +25,10 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
   omega) c_b . l)``; a resample below :data:`KEEP_ESS` ``* S`` there is moved
   again, from its last proposal widened by ``sqrt(omega_then / omega)`` (as a
   Gibbs posterior's spread is) and centred at its particles' mean. Its particles
-  are always an importance sample weighted exactly, so its effective size is
-  the weights' (Kish's), never a guess at how far a chain has mixed.
+  are an importance sample weighted exactly, with the weights' (Kish's)
+  effective size, or particles moved by HMC, with the effective size of a
+  clustered sample (:func:`~stanflow.gibbs.path.moving.clustered_ess`): never
+  the count of particles.
 
 Its region's statistic is cross-fitted
 (:func:`~stanflow.gibbs.path.coverage.region_statistic_per_resample`), and a
@@ -51,6 +54,13 @@ import pickle
 import numpy as np
 
 from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.path.bridge import (
+    MAX_MOVES,
+    BridgeStart,
+    BridgeTask,
+    bridge_block,
+    full_population,
+)
 from stanflow.gibbs.path.coverage import (
     LOW_ESS,
     BootstrapProblem,
@@ -70,6 +80,7 @@ from stanflow.gibbs.path.moving import (
     move_block,
     put,
     t_draws,
+    take,
 )
 from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
@@ -111,6 +122,12 @@ class TransportCoverage:
         ``min(KEEP_ESS, target_ess) * S``, the keep share.
     max_passes : int, default :data:`MAX_PASSES`
     max_steps : int, default :data:`MAX_STEPS`
+    max_hmc : int, default :data:`~stanflow.gibbs.path.bridge.MAX_MOVES`
+        A resample that importance sampling and the independence sampler leave
+        below the keep share is bridged by SMC from the full data's posterior
+        (:mod:`stanflow.gibbs.path.bridge`); at most this many HMC moves after
+        the bridge's last step while its clustered effective size is short of
+        ``target_ess * S`` (0: no bridges, such a resample is reported).
     seed : int, default 0
         Seeds the anchors' draws and every resample's own stream (its
         proposals' draws and Metropolis-Hastings steps).
@@ -128,6 +145,10 @@ class TransportCoverage:
         Independent Metropolis-Hastings steps made so far, over all resamples.
     acceptance : float
         Their mean acceptance rate (``nan`` before the first).
+    hmc_moves : int
+        Resample moves that went on to an SMC bridge with HMC moves.
+    hmc_acceptance : float
+        The mean acceptance probability of their HMC moves (``nan`` before the first).
     """
 
     def __init__(
@@ -138,6 +159,7 @@ class TransportCoverage:
         target_ess: float = TARGET_ESS,
         max_passes: int = MAX_PASSES,
         max_steps: int = MAX_STEPS,
+        max_hmc: int = MAX_MOVES,
         seed: int = 0,
         workers: Workers | None = None,
     ) -> None:
@@ -146,7 +168,7 @@ class TransportCoverage:
         if path.q != 1:
             raise ValueError(f"path: moving particles to resamples needs q = 1, got q = {path.q}")
         for name, value, low in (("draws", draws, 10), ("max_passes", max_passes, 1),
-                                 ("max_steps", max_steps, 0)):
+                                 ("max_steps", max_steps, 0), ("max_hmc", max_hmc, 0)):
             check_int(value, name, low)
         if not (isinstance(target_ess, (int, float)) and 0 < target_ess <= 1):
             raise ValueError(f"target_ess must be in (0, 1], got {target_ess!r}")
@@ -157,6 +179,7 @@ class TransportCoverage:
         self.workers = as_workers(workers)
         self.settings = MoveSettings(draws, float(target_ess), min(KEEP_ESS, float(target_ess)),
                                      max_passes, max_steps)
+        self.max_hmc = max_hmc
         self.shape = problem.shape
         self.seed = seed
         self.rng = np.random.default_rng(seed)
@@ -170,16 +193,24 @@ class TransportCoverage:
         """The ``omega`` each resample's proposal was for (0 before its first move)."""
         self._placed_theta: np.ndarray | None = None
         self._anchors: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._populations: dict[float, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self.region: np.ndarray | None = None
         """The posteriors' shape for the regions: the full data's posterior
         covariance at the first ``omega`` evaluated."""
         self.moves = 0
         self.steps = 0
         self._accepted = 0.0
+        self.hmc_moves = 0
+        self._hmc_steps = 0
+        self._hmc_accepted = 0.0
 
     @property
     def acceptance(self) -> float:
         return self._accepted / self.steps if self.steps else math.nan
+
+    @property
+    def hmc_acceptance(self) -> float:
+        return self._hmc_accepted / self._hmc_steps if self._hmc_steps else math.nan
 
     def __call__(self, omega: float) -> Evaluation:
         omega = float(omega)
@@ -220,7 +251,40 @@ class TransportCoverage:
         return self.path.target.theta(z.reshape(B * S, d)).reshape(B, S, -1)
 
     def _move(self, omega: float, rows: np.ndarray) -> None:
-        """Move the resamples ``rows`` to their posteriors at ``omega`` (module docstring)."""
+        """Move the resamples ``rows`` to their posteriors at ``omega`` (module docstring).
+
+        A resample bridged before is bridged again from its own particles (an
+        SMC bridge along ``omega``); the others are importance sampled
+        (:meth:`_importance`), and those still short bridged from the full data's
+        posterior.
+        """
+        again = np.zeros(len(rows), bool)
+        if self.placement is not None:
+            bridged = np.any(self.placement.families[rows]
+                             != np.arange(self.settings.draws), axis=1)
+            again = (self._proposal_omega[rows] > 0) & bridged
+        placement, used = self._importance(omega, rows[~again])
+        keep = self.settings.keep_ess * self.settings.draws
+        short = (np.flatnonzero(placement.ess(omega) < keep) if placement is not None
+                 else np.zeros(0, int))
+        if self.max_hmc and (len(short) or again.any()):
+            placement, used = self._bridge(omega, rows, again, placement, used, short)
+        assert placement is not None and used is not None
+        self._times_moved[rows] += 1
+        self._store(rows, placement)
+        if self.proposals is None:
+            self.proposals = used
+        else:
+            self.proposals = put(self.proposals, rows, used)
+        self._proposal_omega[rows] = omega
+
+    def _importance(
+        self, omega: float, rows: np.ndarray
+    ) -> tuple[Placement | None, Proposal | None]:
+        """Importance samples for the resamples ``rows``
+        (:func:`~stanflow.gibbs.path.moving.move_block`), and their proposals."""
+        if not rows.size:
+            return None, None
         d = self.path.target.dim
         full_mean, full_cov, _ = self._anchor(omega)
         proposal = Proposal(
@@ -246,17 +310,76 @@ class TransportCoverage:
             for block in blocks
         ]
         moved = self.workers.map(move_block, self.path.target, tasks, context=self._context)
-        self._times_moved[rows] += 1
         self.moves += len(rows)
         self.steps += sum(m.steps for m in moved)
         self._accepted += sum(m.accepted for m in moved)
-        self._store(rows, concatenate([m.placement for m in moved]))
-        used = concatenate([m.proposal for m in moved])
-        if self.proposals is None:
-            self.proposals = used
-        else:
-            self.proposals = put(self.proposals, rows, used)
-        self._proposal_omega[rows] = omega
+        return (concatenate([m.placement for m in moved]),
+                concatenate([m.proposal for m in moved]))
+
+    def _bridge(
+        self, omega: float, rows: np.ndarray, again: np.ndarray, sampled: Placement | None,
+        used: Proposal | None, short: np.ndarray,
+    ) -> tuple[Placement, Proposal]:
+        """SMC bridges (:mod:`stanflow.gibbs.path.bridge`) for the resamples ``rows[again]``
+        from their own particles and for the importance-sampled ``rows[~again][short]``
+        from the full data's posterior at ``omega``; all of ``rows``' placements and
+        proposals, in order (an importance-sampled resample keeps the better of its two)."""
+        assert self.placement is not None or not again.any()
+        fresh = np.flatnonzero(~again)
+        chosen = np.sort(np.r_[np.flatnonzero(again), fresh[short]]).astype(int)
+        R, S = len(chosen), self.settings.draws
+        if omega not in self._populations:
+            mean, cov, _ = self._anchor(omega)
+            self._populations[omega] = full_population(
+                self.path.target, self.rng, mean, cov, omega, S)
+        population, families, chol = self._populations[omega]
+        D = population.shape[1]
+        start = BridgeStart(np.broadcast_to(population, (R, S, D)).copy(), np.zeros((R, S)),
+                            np.broadcast_to(families, (R, S)).copy(),
+                            np.full((R, self.path.target.n), omega))
+        last = np.zeros((R, self.path.target.dim, self.path.target.dim))
+        for i, j in enumerate(chosen):
+            if again[j]:
+                assert self.placement is not None and self.proposals is not None
+                b = rows[j]
+                start.u[i] = self.path.target.unconstrained(self.placement.z[b])
+                then = self._proposal_omega[b]
+                start.log_w[i] = self.placement.log_weights(then)[b]
+                start.families[i] = self.placement.families[b]
+                start.weights[i] = then * self.counts[b]
+                last[i] = self.proposals.scale[b]
+            else:
+                assert used is not None
+                last[i] = used.scale[np.flatnonzero(fresh == j)[0]]
+        blocks = [np.arange(i, min(i + BLOCK, R)) for i in range(0, R, BLOCK)]
+        tasks = [
+            BridgeTask(omega, self.counts[rows[chosen[block]]],
+                       BridgeStart(*(field[block] for field in start)), chol,
+                       Proposal(np.zeros((len(block), self.path.target.dim)), last[block]),
+                       self.seed,
+                       np.column_stack([rows[chosen[block]],
+                                        self._times_moved[rows[chosen[block]]]]),
+                       self.settings.target_ess, self.max_hmc)
+            for block in blocks
+        ]
+        bridged = self.workers.map(bridge_block, self.path.target, tasks, context=self._context)
+        self.hmc_moves += R
+        self._hmc_steps += sum(m.hmc_steps for m in bridged)
+        self._hmc_accepted += sum(m.hmc_accepted for m in bridged)
+        found = concatenate([m.placement for m in bridged])
+        found_proposal = concatenate([m.proposal for m in bridged])
+        # every row's placement: bridged rows from `found`, the rest from `sampled`
+        placement = take(found, np.zeros(len(rows), int))
+        proposal = take(found_proposal, np.zeros(len(rows), int))
+        if sampled is not None and used is not None:
+            placement = put(placement, fresh, sampled)
+            proposal = put(proposal, fresh, used)
+        current = placement.ess(omega)
+        better = np.array([again[j] or found.ess(omega)[i] > current[j]
+                           for i, j in enumerate(chosen)], bool)
+        placement = put(placement, chosen[better], take(found, np.flatnonzero(better)))
+        proposal = put(proposal, chosen[better], take(found_proposal, np.flatnonzero(better)))
+        return placement, proposal
 
     def _anchor(self, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The full data's posterior mean and covariance at ``omega``, and the covariance

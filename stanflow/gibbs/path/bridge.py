@@ -1,0 +1,318 @@
+"""Particles carried to a bootstrap resample's Gibbs posterior by SMC.
+
+Where importance sampling from a fitted t cannot reach a resample's posterior
+(:func:`~stanflow.gibbs.path.moving.move_block` leaves it below the keep share:
+tens of coefficients with a few observations each, whose posteriors no t is
+close enough to), its particles are carried there along the bridge
+
+    pi_lambda(theta) ∝ pi(theta) exp(-((1 - lambda) w_0 + lambda omega c_b) . l(theta)),
+
+``lambda`` from 0 to 1, from the start's loss weights ``w_0``: the full data's
+posterior at the same ``omega`` (``w_0 = omega 1``; :func:`full_population`, one
+population for every resample: the anchor's importance sample, resampled and
+moved by HMC), or, when a resample bridged before is wanted at another
+``omega``, its own particles there (``w_0 = omega_then c_b``: a bridge along
+``omega``). Each step is as long as keeps :data:`STEP_ESS` of the particles
+effective, then the particles are resampled and moved by
+:data:`MOVES_PER_STEP` HMC moves on the program's gradients in process
+(:func:`stanflow.gibbs.hmc.hmc_moves`: the metric the full data's particles'
+covariance, trajectories :data:`TRAJECTORY` long on its whitened scale, the
+step size adapted to the acceptance). The SMC sampler of Del Moral, Doucet and
+Jasra (2006), here between weightings of one data set (as Tanaka, arXiv
+2404.16528, moves particles to each resample instead of running MCMC afresh).
+
+**Effective size.** At ``lambda = 1`` the particles, equally weighted, are
+families: the descendants of one particle of the start (and the start's own
+families, carried). Their effective size is that of a clustered sample
+(:func:`clustered_ess`), as the genealogy-based variance estimators of SMC
+count it (Chan and Lai 2013; Lee and Whiteley 2018: the families of the first
+ancestors, not of the last resampling, which would overstate it), and they are
+moved on until it reaches ``target_ess * S`` or ``max_moves`` run out; never
+the count of particles. Every resample draws from its own stream,
+``SeedSequence(entropy, spawn_key=(b, k, 1))``: where a block runs never
+changes a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+from stanflow.gibbs.hmc import adapted_step_size, hmc_moves
+from stanflow.gibbs.path.moving import (
+    SCALE_FIT,
+    Moved,
+    Placement,
+    Proposal,
+    cholesky,
+    concatenate,
+    kish,
+    moments,
+    t_draws,
+)
+from stanflow.gibbs.path.resamples import prior_and_resample_loss
+from stanflow.gibbs.path.target import PathTarget
+from stanflow.qpaths.kernels import resample
+
+STEP_ESS = 0.5
+"""Each bridge step keeps this share of the particles effective."""
+MOVES_PER_STEP = 2
+"""HMC moves after each resampling on the bridge."""
+MAX_MOVES = 20
+"""HMC moves at ``lambda = 1`` at most, while the clustered effective size is short."""
+POPULATION_MOVES = 60
+"""HMC moves of the full data's population at most (:func:`full_population`)."""
+POPULATION_ESS = 0.9
+"""The full data's population is moved until its clustered effective size reaches this
+share of its particles (one population serves every resample's bridge: its families
+are every bridge's first ones)."""
+TRAJECTORY = 1.5
+"""Length of an HMC trajectory on the metric's whitened scale (leapfrog steps times step size)."""
+MAX_LEAPFROG = 50
+
+Density = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+
+
+class BridgeStart(NamedTuple):
+    """Where each resample's bridge starts: weighted particles of ``pi exp(-weights . l)``.
+
+    Attributes
+    ----------
+    u : ndarray, shape (R, S, D)
+        The particles on Stan's unconstrained scale.
+    log_w : ndarray, shape (R, S)
+        Their log weights there (0 for equally weighted particles).
+    families : ndarray of int, shape (R, S)
+        The family each particle belongs to (:func:`clustered_ess`).
+    weights : ndarray, shape (R, n)
+        The start's loss weights, ``omega`` included: ``omega 1`` for the full
+        data's posterior, ``omega_then c_b`` for the resample's own particles at
+        an earlier ``omega``.
+    """
+
+    u: np.ndarray
+    log_w: np.ndarray
+    families: np.ndarray
+    weights: np.ndarray
+
+
+class BridgeTask(NamedTuple):
+    """One block of resamples to bridge to their posteriors at ``omega``.
+
+    Attributes
+    ----------
+    omega : float
+    counts : ndarray, shape (R, n)
+    start : BridgeStart
+    chol : ndarray, shape (D, D)
+        The HMC metric's Cholesky factor (the full data's particles' covariance).
+    proposal : Proposal
+        Each resample's last proposal, kept where its bridged particles are too
+        few to fit a covariance of their own.
+    entropy : int
+    streams : ndarray of int, shape (R, 2)
+        Each resample's index ``b`` and how often it was moved before, ``k``.
+    target_ess : float
+    max_moves : int
+    """
+
+    omega: float
+    counts: np.ndarray
+    start: BridgeStart
+    chol: np.ndarray
+    proposal: Proposal
+    entropy: int
+    streams: np.ndarray
+    target_ess: float
+    max_moves: int
+
+
+class _Hmc:
+    """HMC moves on one density with a step size adapted across calls."""
+
+    def __init__(self, chol: np.ndarray) -> None:
+        self.chol = chol
+        self.step = chol.shape[0] ** -0.25
+        self.moves = 0
+        self.accepted = 0.0
+
+    def move(self, rng: np.random.Generator, u: np.ndarray, density: Density,
+             times: int) -> tuple[np.ndarray, np.ndarray]:
+        """``times`` moves of every particle; the particles and their log densities."""
+        lp, grad = density(u)
+        for _ in range(times):
+            leapfrog = int(np.clip(round(TRAJECTORY / self.step), 1, MAX_LEAPFROG))
+            u, lp, grad, rate = hmc_moves(rng, u, lp, grad, density, chol=self.chol,
+                                          step_size=self.step, n_leapfrog=leapfrog, n_moves=1)
+            self.step = adapted_step_size(self.step, rate)
+            self.moves += 1
+            self.accepted += rate
+        return u, lp
+
+
+def bridge_block(target: PathTarget, task: BridgeTask) -> Moved:
+    """Bridge the block's resamples to their Gibbs posteriors at ``task.omega`` (module docstring)."""
+    placements, proposals = [], []
+    moves, accepted = 0, 0.0
+    for j, (b, k) in enumerate(task.streams):
+        rng = np.random.default_rng(np.random.SeedSequence(task.entropy,
+                                                           spawn_key=(int(b), int(k), 1)))
+        hmc = _Hmc(task.chol)
+        start = BridgeStart(*(field[j] for field in task.start))
+        u, families, ess = _bridge(target.program, rng, hmc, start, task.omega * task.counts[j],
+                                   task.target_ess, task.max_moves)
+        moves, accepted = moves + hmc.moves, accepted + hmc.accepted
+        z = u if target.space == "unconstrained" else target.program.constrain(u)
+        prior, loss = prior_and_resample_loss(target, z[None], task.counts[j:j + 1])
+        log_rest = np.where(np.isfinite(prior), task.omega * loss, -np.inf)
+        placements.append(Placement(z[None], loss, log_rest, np.array([ess / len(z)]),
+                                    families[None]))
+        mean, cov = moments(z, np.zeros(len(z)))
+        scale = cholesky(cov) if ess >= SCALE_FIT * z.shape[1] else task.proposal.scale[j]
+        proposals.append(Proposal(mean[None], scale[None]))
+    return Moved(concatenate(placements), concatenate(proposals), 0, 0.0,
+                 hmc_moved=len(task.streams), hmc_steps=moves, hmc_accepted=accepted)
+
+
+def _bridge(
+    program, rng: np.random.Generator, hmc: _Hmc, start: BridgeStart, end: np.ndarray,
+    target_ess: float, max_moves: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """One resample's particles at the bridge's end (loss weights ``end``), shuffled, their
+    families and their clustered effective size."""
+    S = len(start.u)
+    u, lam, log_w0, families = start.u, 0.0, start.log_w, start.families
+    while lam < 1.0:
+        difference = program.total_loss(u, end) - program.total_loss(u, start.weights)
+        difference = np.where(np.isfinite(difference), difference, np.inf)
+        new = next_lambda(difference, lam, STEP_ESS * S, log_w0)
+        log_w = log_w0 - (new - lam) * difference
+        if not np.isfinite(log_w).any():
+            raise FloatingPointError("bridge: no particle has a finite weight")
+        ancestors = resample(rng, log_w, "systematic")
+        families, lam, log_w0 = families[ancestors], new, np.zeros(S)
+        weights = (1.0 - lam) * start.weights + lam * end
+        u, _ = hmc.move(rng, u[ancestors], _density(program, weights), MOVES_PER_STEP)
+    density = _density(program, end)
+    lp = density(u)[0]
+    ess = clustered_ess(solve_triangular(hmc.chol, u.T, lower=True).T, lp, families)
+    extra = 0
+    while ess < target_ess * S and extra < max_moves:
+        u, lp = hmc.move(rng, u, density, MOVES_PER_STEP)
+        extra += MOVES_PER_STEP
+        ess = clustered_ess(solve_triangular(hmc.chol, u.T, lower=True).T, lp, families)
+    order = rng.permutation(S)
+    return u[order], families[order], ess
+
+
+def _density(program, weights: np.ndarray) -> Density:
+    """``log pi - weights . l`` and its gradient; ``-inf`` off the real line."""
+    def density(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        lp, grad = np.full(len(x), -np.inf), np.zeros_like(x)
+        ok = np.isfinite(x).all(axis=1)
+        if ok.any():
+            lp[ok], grad[ok] = program.log_density_gradient(x[ok], 1.0, weights)
+        return lp, grad
+
+    return density
+
+
+def next_lambda(difference: np.ndarray, lam: float, wanted: float,
+                log_w: np.ndarray | None = None) -> float:
+    """The largest ``lambda' <= 1`` whose weights ``w exp(-(lambda' - lam) difference)``
+    keep ``wanted`` effective particles (bisection; at least a step of 1e-6). ``log_w``:
+    the particles' own log weights ``log w`` (default equal)."""
+    base = np.zeros(len(difference)) if log_w is None else log_w
+
+    def ess(to: float) -> float:
+        return float(kish((base - (to - lam) * difference)[None])[0])
+
+    if ess(1.0) >= wanted:
+        return 1.0
+    low, high = lam, 1.0
+    for _ in range(50):
+        mid = 0.5 * (low + high)
+        low, high = (mid, high) if ess(mid) >= wanted else (low, mid)
+    return min(1.0, max(low, lam + 1e-6))
+
+
+def full_population(
+    target: PathTarget, rng: np.random.Generator, mean: np.ndarray, cov: np.ndarray,
+    omega: float, draws: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The full data's Gibbs posterior at ``omega`` as ``draws`` particles on Stan's
+    unconstrained scale, their families (the importance draws they were resampled
+    from) and the Cholesky factor of their covariance (the bridges' metric).
+
+    Importance draws from a t at the anchor's ``mean`` and ``cov`` (the
+    particles' scale), resampled by their weights and moved by HMC until their
+    clustered effective size reaches :data:`POPULATION_ESS` of them (at most
+    :data:`POPULATION_MOVES` moves).
+    """
+    z, log_q = t_draws([rng], mean[None], cholesky(cov)[None], draws)
+    prior, loss = prior_and_resample_loss(target, z, np.ones((1, target.n)))
+    u = target.unconstrained(z[0])
+    finite = np.isfinite(u).all(axis=1)
+    log_w = np.where(finite, prior[0] - omega * loss[0] - log_q[0], -np.inf)
+    if finite.sum() < 2 or not np.isfinite(log_w).any():
+        raise FloatingPointError("the full data's posterior: no draw of the anchor has a finite weight")
+    hmc = _Hmc(cholesky(np.atleast_2d(np.cov(u[finite], rowvar=False))))
+    density = _density(target.program, np.full(target.n, omega))
+    families = resample(rng, log_w, "systematic")
+    u = u[families]
+    while hmc.moves < POPULATION_MOVES:
+        u, lp = hmc.move(rng, u, density, MOVES_PER_STEP)
+        x = solve_triangular(hmc.chol, u.T, lower=True).T
+        if clustered_ess(x, lp, families) >= POPULATION_ESS * draws:
+            break
+    return u, families, cholesky(np.atleast_2d(np.cov(u, rowvar=False)))
+
+
+def clustered_ess(x: np.ndarray, log_density: np.ndarray, families: np.ndarray) -> float:
+    """Effective size of particles in families (copies of one resampled draw, moved since).
+
+    Kish's design effect of a clustered sample, ``1 + (m - 1) rho``: ``m`` the
+    families' size-weighted mean size ``sum m_f^2 / S``, ``rho`` the one-way
+    analysis-of-variance estimate of the intraclass correlation, taken as the
+    larger of its mean over the particles' whitened coordinates ``x`` and its
+    value for their log density (the slowest function for HMC to mix). One
+    family is one draw; ``S`` families of one are ``S`` draws. The larger of
+    two noisy estimates errs low: independent particles in families of eight
+    count as about 0.85 ``S``.
+
+    Parameters
+    ----------
+    x : ndarray, shape (S, d)
+        The particles, whitened by the metric.
+    log_density : ndarray, shape (S,)
+    families : ndarray of int, shape (S,)
+        Each particle's ancestor.
+
+    Returns
+    -------
+    float
+        In ``[1, S]``.
+    """
+    S = len(x)
+    _, family, sizes = np.unique(families, return_inverse=True, return_counts=True)
+    k = len(sizes)
+    if k == 1:
+        return 1.0
+    if k == S:
+        return float(S)
+    values = np.column_stack([x, log_density])
+    means = np.zeros((k, values.shape[1]))
+    np.add.at(means, family, values)
+    means /= sizes[:, None]
+    within = np.sum((values - means[family]) ** 2, axis=0) / (S - k)
+    between = np.sum(sizes[:, None] * (means - values.mean(axis=0)) ** 2, axis=0) / (k - 1)
+    m0 = (S - np.sum(sizes**2) / S) / (k - 1)
+    between_variance = (between - within) / m0
+    total = np.maximum(between_variance, 0.0) + within
+    rho = np.divide(between_variance, total, out=np.ones_like(total), where=total > 0)
+    icc = float(np.clip(max(np.mean(rho[:-1]), rho[-1]), 0.0, 1.0))
+    m = float(np.sum(sizes**2)) / S
+    return float(np.clip(S / (1.0 + (m - 1.0) * icc), 1.0, S))
