@@ -31,7 +31,7 @@ def test_exact_copies_count_as_their_families():
 def test_independent_particles_count_as_themselves():
     rng = np.random.default_rng(1)
     found = [clustered_ess(*clustered(rng, 50, 8, 0.0)) for _ in range(30)]
-    assert 0.75 * 400 < np.mean(found) <= 400  # the larger of two noisy correlations errs low
+    assert 0.7 * 400 < np.mean(found) <= 400  # one standard error above: errs low
     x, lp, _ = clustered(rng, 50, 8, 0.0)
     assert clustered_ess(x, lp, np.arange(400)) == 400
     assert clustered_ess(x, lp, np.zeros(400, int)) == 1
@@ -39,10 +39,21 @@ def test_independent_particles_count_as_themselves():
 
 @pytest.mark.parametrize("rho", [0.05, 0.2, 0.5])
 def test_the_design_effect_of_a_known_intraclass_correlation(rho):
-    """``S / (1 + (m - 1) rho)`` for families of ``m = 10``, averaged over data sets."""
+    """``S / (1 + (m - 1) rho)`` for families of ``m = 10``: on average a little below it
+    (the correlation is taken one standard error high), rarely above."""
     rng = np.random.default_rng(2)
-    found = [clustered_ess(*clustered(rng, 60, 10, rho)) for _ in range(30)]
-    assert np.mean(found) == pytest.approx(600 / (1 + 9 * rho), rel=0.1)
+    truth = 600 / (1 + 9 * rho)
+    found = np.array([clustered_ess(*clustered(rng, 60, 10, rho)) for _ in range(60)])
+    assert 0.75 * truth < found.mean() < truth
+    assert np.mean(found > truth) < 0.2
+
+
+def test_a_few_families_never_count_as_many_draws():
+    """Three families of 133 particles, barely correlated within: the size stays far below
+    the particle count (the correlation's error with three families is large)."""
+    rng = np.random.default_rng(4)
+    found = [clustered_ess(*clustered(rng, 3, 133, 0.05)) for _ in range(30)]
+    assert max(found) < 0.5 * 400 / (1 + 132 * 0.05) + 100
 
 
 def test_the_slowest_of_coordinates_and_log_density_sets_the_size():
@@ -50,7 +61,7 @@ def test_the_slowest_of_coordinates_and_log_density_sets_the_size():
     rng = np.random.default_rng(3)
     x, _, labels = clustered(rng, 60, 10, 0.0)
     _, lp, _ = clustered(rng, 60, 10, 0.5)
-    assert clustered_ess(x, lp, labels) == pytest.approx(600 / (1 + 9 * 0.5), rel=0.25)
+    assert 0.6 * 600 / (1 + 9 * 0.5) < clustered_ess(x, lp, labels) < 600 / (1 + 9 * 0.4)
 
 
 def test_next_lambda_keeps_the_wanted_effective_size():

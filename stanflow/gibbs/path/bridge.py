@@ -28,9 +28,10 @@ families, carried). Their effective size is that of a clustered sample
 count it (Chan and Lai 2013; Lee and Whiteley 2018: the families of the first
 ancestors, not of the last resampling, which would overstate it), and they are
 moved on until it reaches ``target_ess * S`` or ``max_moves`` run out; never
-the count of particles. Every resample draws from its own stream,
-``SeedSequence(entropy, spawn_key=(b, k, 1))``: where a block runs never
-changes a number.
+the count of particles. A bridge along ``omega`` that leaves a resample short
+(on a long one its families can collapse to a few) is followed by one from the
+full data's posterior. Every resample draws from its own stream
+(:class:`BridgeTask`): where a block runs never changes a number.
 """
 
 from __future__ import annotations
@@ -113,8 +114,10 @@ class BridgeTask(NamedTuple):
         Each resample's last proposal, kept where its bridged particles are too
         few to fit a covariance of their own.
     entropy : int
-    streams : ndarray of int, shape (R, 2)
-        Each resample's index ``b`` and how often it was moved before, ``k``.
+    streams : ndarray of int, shape (R, 3)
+        Each resample's index ``b``, how often it was moved before, ``k``, and
+        the attempt ``a`` (1 from its own particles, 2 from the full data's):
+        its draws come from ``SeedSequence(entropy, spawn_key=(b, k, a))``.
     target_ess : float
     max_moves : int
     """
@@ -157,9 +160,9 @@ def bridge_block(target: PathTarget, task: BridgeTask) -> Moved:
     """Bridge the block's resamples to their Gibbs posteriors at ``task.omega`` (module docstring)."""
     placements, proposals = [], []
     moves, accepted = 0, 0.0
-    for j, (b, k) in enumerate(task.streams):
-        rng = np.random.default_rng(np.random.SeedSequence(task.entropy,
-                                                           spawn_key=(int(b), int(k), 1)))
+    for j, (b, k, attempt) in enumerate(task.streams):
+        rng = np.random.default_rng(np.random.SeedSequence(
+            task.entropy, spawn_key=(int(b), int(k), int(attempt))))
         hmc = _Hmc(task.chol)
         start = BridgeStart(*(field[j] for field in task.start))
         u, families, ess = _bridge(target.program, rng, hmc, start, task.omega * task.counts[j],
@@ -279,9 +282,11 @@ def clustered_ess(x: np.ndarray, log_density: np.ndarray, families: np.ndarray) 
     analysis-of-variance estimate of the intraclass correlation, taken as the
     larger of its mean over the particles' whitened coordinates ``x`` and its
     value for their log density (the slowest function for HMC to mix). One
-    family is one draw; ``S`` families of one are ``S`` draws. The larger of
-    two noisy estimates errs low: independent particles in families of eight
-    count as about 0.85 ``S``.
+    family is one draw; ``S`` families of one are ``S`` draws. Each correlation
+    is taken one standard error above its estimate (:func:`_upper`), so that a
+    few families never count as many draws: independent particles in 50
+    families of eight count as about 0.75 ``S``, and the size errs low, never
+    high.
 
     Parameters
     ----------
@@ -313,6 +318,17 @@ def clustered_ess(x: np.ndarray, log_density: np.ndarray, families: np.ndarray) 
     between_variance = (between - within) / m0
     total = np.maximum(between_variance, 0.0) + within
     rho = np.divide(between_variance, total, out=np.ones_like(total), where=total > 0)
-    icc = float(np.clip(max(np.mean(rho[:-1]), rho[-1]), 0.0, 1.0))
+    coordinates = _upper(float(np.mean(rho[:-1])), m0, k, len(rho) - 1)
+    icc = max(coordinates, _upper(float(rho[-1]), m0, k, 1))
     m = float(np.sum(sizes**2)) / S
     return float(np.clip(S / (1.0 + (m - 1.0) * icc), 1.0, S))
+
+
+def _upper(rho: float, m: float, k: int, averaged: int) -> float:
+    """One standard error above an intraclass correlation estimated from ``k`` families of
+    about ``m`` (Fisher's large-sample variance ``2 (1 - rho)^2 (1 + (m - 1) rho)^2 /
+    (m (m - 1) (k - 1))``, over ``averaged`` statistics), within ``[0, 1]``: with a
+    few families the estimate is too noisy to be taken at its value."""
+    r = min(max(rho, 0.0), 1.0)
+    variance = 2 * (1 - r) ** 2 * (1 + (m - 1) * r) ** 2 / (max(m * (m - 1), 1e-12) * (k - 1))
+    return min(max(rho + np.sqrt(variance / averaged), 0.0), 1.0)

@@ -253,38 +253,60 @@ class TransportCoverage:
     def _move(self, omega: float, rows: np.ndarray) -> None:
         """Move the resamples ``rows`` to their posteriors at ``omega`` (module docstring).
 
-        A resample bridged before is bridged again from its own particles (an
-        SMC bridge along ``omega``); the others are importance sampled
-        (:meth:`_importance`), and those still short bridged from the full data's
-        posterior.
+        A resample bridged before is bridged again from its own particles, along
+        ``omega`` (and from the full data's posterior should that leave it
+        short: on a long bridge its families can collapse); the others are
+        importance sampled (:meth:`_importance`), and those still short bridged
+        from the full data's posterior.
         """
+        keep = self.settings.keep_ess * self.settings.draws
         again = np.zeros(len(rows), bool)
         if self.placement is not None:
             bridged = np.any(self.placement.families[rows]
                              != np.arange(self.settings.draws), axis=1)
             again = (self._proposal_omega[rows] > 0) & bridged
-        placement, used = self._importance(omega, rows[~again])
-        keep = self.settings.keep_ess * self.settings.draws
-        short = (np.flatnonzero(placement.ess(omega) < keep) if placement is not None
-                 else np.zeros(0, int))
-        if self.max_hmc and (len(short) or again.any()):
-            placement, used = self._bridge(omega, rows, again, placement, used, short)
-        assert placement is not None and used is not None
+        fresh, own = rows[~again], rows[again]
+        if fresh.size:
+            placement, used = self._importance(omega, fresh)
+            short = np.flatnonzero(placement.ess(omega) < keep)
+            if short.size and self.max_hmc:
+                placement, used = self._keep_better(
+                    omega, placement, used, short,
+                    *self._bridged(omega, fresh[short], used.scale[short], own=False))
+            self._place(omega, fresh, placement, used)
+        if own.size:
+            assert self.proposals is not None
+            placement, used = self._bridged(omega, own, self.proposals.scale[own], own=True)
+            short = np.flatnonzero(placement.ess(omega) < keep)
+            if short.size:
+                placement, used = self._keep_better(
+                    omega, placement, used, short,
+                    *self._bridged(omega, own[short], used.scale[short], own=False))
+            self._place(omega, own, placement, used)
         self._times_moved[rows] += 1
+
+    def _place(self, omega: float, rows: np.ndarray, placement: Placement,
+               used: Proposal) -> None:
+        """Keep ``placement`` and the proposals ``used`` as the resamples ``rows``' at ``omega``."""
         self._store(rows, placement)
-        if self.proposals is None:
-            self.proposals = used
-        else:
-            self.proposals = put(self.proposals, rows, used)
+        self.proposals = used if self.proposals is None else put(self.proposals, rows, used)
         self._proposal_omega[rows] = omega
+
+    @staticmethod
+    def _keep_better(
+        omega: float, placement: Placement, used: Proposal, rows: np.ndarray,
+        found: Placement, found_used: Proposal,
+    ) -> tuple[Placement, Proposal]:
+        """``placement``'s resamples ``rows`` replaced by ``found``'s where those are more effective."""
+        better = np.flatnonzero(found.ess(omega) > placement.ess(omega)[rows])
+        return (put(placement, rows[better], take(found, better)),
+                put(used, rows[better], take(found_used, better)))
 
     def _importance(
         self, omega: float, rows: np.ndarray
-    ) -> tuple[Placement | None, Proposal | None]:
+    ) -> tuple[Placement, Proposal]:
         """Importance samples for the resamples ``rows``
         (:func:`~stanflow.gibbs.path.moving.move_block`), and their proposals."""
-        if not rows.size:
-            return None, None
         d = self.path.target.dim
         full_mean, full_cov, _ = self._anchor(omega)
         proposal = Proposal(
@@ -316,70 +338,47 @@ class TransportCoverage:
         return (concatenate([m.placement for m in moved]),
                 concatenate([m.proposal for m in moved]))
 
-    def _bridge(
-        self, omega: float, rows: np.ndarray, again: np.ndarray, sampled: Placement | None,
-        used: Proposal | None, short: np.ndarray,
+    def _bridged(
+        self, omega: float, rows: np.ndarray, scales: np.ndarray, *, own: bool,
     ) -> tuple[Placement, Proposal]:
-        """SMC bridges (:mod:`stanflow.gibbs.path.bridge`) for the resamples ``rows[again]``
-        from their own particles and for the importance-sampled ``rows[~again][short]``
-        from the full data's posterior at ``omega``; all of ``rows``' placements and
-        proposals, in order (an importance-sampled resample keeps the better of its two)."""
-        assert self.placement is not None or not again.any()
-        fresh = np.flatnonzero(~again)
-        chosen = np.sort(np.r_[np.flatnonzero(again), fresh[short]]).astype(int)
-        R, S = len(chosen), self.settings.draws
+        """The resamples ``rows`` bridged by SMC (:mod:`stanflow.gibbs.path.bridge`) to
+        ``omega``: from their own particles (``own``, along ``omega``) or from the full
+        data's posterior at ``omega``. ``scales``: their last proposals' scales, kept
+        where the bridged particles are too few to fit their own."""
+        R, S = len(rows), self.settings.draws
         if omega not in self._populations:
             mean, cov, _ = self._anchor(omega)
             self._populations[omega] = full_population(
                 self.path.target, self.rng, mean, cov, omega, S)
         population, families, chol = self._populations[omega]
-        D = population.shape[1]
-        start = BridgeStart(np.broadcast_to(population, (R, S, D)).copy(), np.zeros((R, S)),
-                            np.broadcast_to(families, (R, S)).copy(),
-                            np.full((R, self.path.target.n), omega))
-        last = np.zeros((R, self.path.target.dim, self.path.target.dim))
-        for i, j in enumerate(chosen):
-            if again[j]:
-                assert self.placement is not None and self.proposals is not None
-                b = rows[j]
-                start.u[i] = self.path.target.unconstrained(self.placement.z[b])
-                then = self._proposal_omega[b]
-                start.log_w[i] = self.placement.log_weights(then)[b]
-                start.families[i] = self.placement.families[b]
-                start.weights[i] = then * self.counts[b]
-                last[i] = self.proposals.scale[b]
-            else:
-                assert used is not None
-                last[i] = used.scale[np.flatnonzero(fresh == j)[0]]
-        blocks = [np.arange(i, min(i + BLOCK, R)) for i in range(0, R, BLOCK)]
+        target = self.path.target
+        if own:
+            assert self.placement is not None
+            then = self._proposal_omega[rows]
+            start = BridgeStart(
+                np.stack([target.unconstrained(self.placement.z[b]) for b in rows]),
+                np.stack([self.placement.log_weights(w)[b] for b, w in zip(rows, then, strict=True)]),
+                self.placement.families[rows], then[:, None] * self.counts[rows])
+        else:
+            start = BridgeStart(np.broadcast_to(population, (R, *population.shape)).copy(),
+                                np.zeros((R, S)), np.broadcast_to(families, (R, S)).copy(),
+                                np.full((R, target.n), omega))
+        attempt = 1 if own else 2
         tasks = [
-            BridgeTask(omega, self.counts[rows[chosen[block]]],
+            BridgeTask(omega, self.counts[rows[block]],
                        BridgeStart(*(field[block] for field in start)), chol,
-                       Proposal(np.zeros((len(block), self.path.target.dim)), last[block]),
-                       self.seed,
-                       np.column_stack([rows[chosen[block]],
-                                        self._times_moved[rows[chosen[block]]]]),
+                       Proposal(np.zeros((len(block), target.dim)), scales[block]), self.seed,
+                       np.column_stack([rows[block], self._times_moved[rows[block]],
+                                        np.full(len(block), attempt)]),
                        self.settings.target_ess, self.max_hmc)
-            for block in blocks
+            for block in (np.arange(i, min(i + BLOCK, R)) for i in range(0, R, BLOCK))
         ]
-        bridged = self.workers.map(bridge_block, self.path.target, tasks, context=self._context)
+        bridged = self.workers.map(bridge_block, target, tasks, context=self._context)
         self.hmc_moves += R
         self._hmc_steps += sum(m.hmc_steps for m in bridged)
         self._hmc_accepted += sum(m.hmc_accepted for m in bridged)
-        found = concatenate([m.placement for m in bridged])
-        found_proposal = concatenate([m.proposal for m in bridged])
-        # every row's placement: bridged rows from `found`, the rest from `sampled`
-        placement = take(found, np.zeros(len(rows), int))
-        proposal = take(found_proposal, np.zeros(len(rows), int))
-        if sampled is not None and used is not None:
-            placement = put(placement, fresh, sampled)
-            proposal = put(proposal, fresh, used)
-        current = placement.ess(omega)
-        better = np.array([again[j] or found.ess(omega)[i] > current[j]
-                           for i, j in enumerate(chosen)], bool)
-        placement = put(placement, chosen[better], take(found, np.flatnonzero(better)))
-        proposal = put(proposal, chosen[better], take(found_proposal, np.flatnonzero(better)))
-        return placement, proposal
+        return (concatenate([m.placement for m in bridged]),
+                concatenate([m.proposal for m in bridged]))
 
     def _anchor(self, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The full data's posterior mean and covariance at ``omega``, and the covariance
