@@ -56,6 +56,7 @@ from stanflow.gibbs.path.moving import (
 )
 from stanflow.gibbs.path.resamples import prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
+from stanflow.gibbs.program import LossProgram
 from stanflow.qpaths.kernels import resample
 
 STEP_ESS = 0.5
@@ -177,11 +178,11 @@ def bridge_block(target: PathTarget, task: BridgeTask) -> Moved:
         scale = cholesky(cov) if ess >= SCALE_FIT * z.shape[1] else task.proposal.scale[j]
         proposals.append(Proposal(mean[None], scale[None]))
     return Moved(concatenate(placements), concatenate(proposals), 0, 0.0,
-                 hmc_moved=len(task.streams), hmc_steps=moves, hmc_accepted=accepted)
+                 hmc_steps=moves, hmc_accepted=accepted)
 
 
 def _bridge(
-    program, rng: np.random.Generator, hmc: _Hmc, start: BridgeStart, end: np.ndarray,
+    program: LossProgram, rng: np.random.Generator, hmc: _Hmc, start: BridgeStart, end: np.ndarray,
     target_ess: float, max_moves: int,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """One resample's particles at the bridge's end (loss weights ``end``), shuffled, their
@@ -211,7 +212,7 @@ def _bridge(
     return u[order], families[order], ess
 
 
-def _density(program, weights: np.ndarray) -> Density:
+def _density(program: LossProgram, weights: np.ndarray) -> Density:
     """``log pi - weights . l`` and its gradient; ``-inf`` off the real line."""
     def density(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         lp, grad = np.full(len(x), -np.inf), np.zeros_like(x)

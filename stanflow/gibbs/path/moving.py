@@ -156,10 +156,8 @@ class Moved(NamedTuple):
         Independent Metropolis-Hastings steps, summed over the block's resamples.
     accepted : float
         The sum of those steps' acceptance rates.
-    hmc_moved : int
-        Resamples bridged by SMC with HMC moves (:mod:`stanflow.gibbs.path.bridge`).
     hmc_steps : int
-        Their HMC moves, summed.
+        HMC moves of resamples bridged by SMC (:mod:`stanflow.gibbs.path.bridge`), summed.
     hmc_accepted : float
         The sum of those moves' mean acceptance probabilities.
     """
@@ -168,7 +166,6 @@ class Moved(NamedTuple):
     proposal: Proposal
     steps: int
     accepted: float
-    hmc_moved: int = 0
     hmc_steps: int = 0
     hmc_accepted: float = 0.0
 
