@@ -357,7 +357,7 @@ class TransportCoverage:
             then = self._proposal_omega[rows]
             start = BridgeStart(
                 np.stack([target.unconstrained(self.placement.z[b]) for b in rows]),
-                np.stack([self.placement.log_weights(w)[b] for b, w in zip(rows, then, strict=True)]),
+                self.placement.log_rest[rows] - then[:, None] * self.placement.loss[rows],
                 self.placement.families[rows], then[:, None] * self.counts[rows])
         else:
             start = BridgeStart(np.broadcast_to(population, (R, *population.shape)).copy(),
