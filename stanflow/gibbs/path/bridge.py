@@ -71,6 +71,9 @@ POPULATION_ESS = 0.9
 """The full data's population is moved until its clustered effective size reaches this
 share of its particles (one population serves every resample's bridge: its families
 are every bridge's first ones)."""
+POPULATION_DRAWS = 20
+"""The full data's population is resampled from at most this many importance draws per
+particle (fewer once their effective size reaches the particles' count)."""
 TRAJECTORY = 1.5
 """Length of an HMC trajectory on the metric's whitened scale (leapfrog steps times step size)."""
 MAX_LEAPFROG = 50
@@ -252,20 +255,31 @@ def full_population(
     from) and the Cholesky factor of their covariance (the bridges' metric).
 
     Importance draws from a t at the anchor's ``mean`` and ``cov`` (the
-    particles' scale), resampled by their weights and moved by HMC until their
-    clustered effective size reaches :data:`POPULATION_ESS` of them (at most
-    :data:`POPULATION_MOVES` moves).
+    particles' scale), ``draws`` at a time until their effective size reaches
+    ``draws`` (at most :data:`POPULATION_DRAWS` times as many: in tens of
+    dimensions a t keeps a few percent of its draws effective, and every family
+    the population starts with is one more for every bridge), resampled by their
+    weights and moved by HMC until their clustered effective size reaches
+    :data:`POPULATION_ESS` of them (at most :data:`POPULATION_MOVES` moves).
     """
-    z, log_q = t_draws([rng], mean[None], cholesky(cov)[None], draws)
-    prior, loss = prior_and_resample_loss(target, z, np.ones((1, target.n)))
-    u = target.unconstrained(z[0])
-    finite = np.isfinite(u).all(axis=1)
-    log_w = np.where(finite, prior[0] - omega * loss[0] - log_q[0], -np.inf)
-    if finite.sum() < 2 or not np.isfinite(log_w).any():
+    scale = cholesky(cov)[None]
+    batches: list[tuple[np.ndarray, np.ndarray]] = []
+    while len(batches) < POPULATION_DRAWS:
+        z, log_q = t_draws([rng], mean[None], scale, draws)
+        prior, loss = prior_and_resample_loss(target, z, np.ones((1, target.n)))
+        u = target.unconstrained(z[0])
+        finite = np.isfinite(u).all(axis=1)
+        batches.append((u, np.where(finite, prior[0] - omega * loss[0] - log_q[0], -np.inf)))
+        if kish(np.concatenate([w for _, w in batches])[None])[0] >= draws:
+            break
+    u = np.concatenate([b[0] for b in batches])
+    log_w = np.concatenate([b[1] for b in batches])
+    finite = np.isfinite(log_w)
+    if finite.sum() < 2:
         raise FloatingPointError("the full data's posterior: no draw of the anchor has a finite weight")
     hmc = _Hmc(cholesky(np.atleast_2d(np.cov(u[finite], rowvar=False))))
     density = _density(target.program, np.full(target.n, omega))
-    families = resample(rng, log_w, "systematic")
+    families = resample(rng, log_w, "systematic")[:: len(batches)]
     u = u[families]
     while hmc.moves < POPULATION_MOVES:
         u, lp = hmc.move(rng, u, density, MOVES_PER_STEP)
