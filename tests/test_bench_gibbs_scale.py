@@ -8,6 +8,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,3 +117,18 @@ def test_the_goals_text_is_the_committed_run(data: dict) -> None:
     assert (f"the smallest effective size at the root {k50['ess_min_at_root']:.0f}, the median "
             f"{k50['ess_median_at_root']:.0f} of 400") in text
     assert f"the root {k50['omega']:.3f} +- {k50['omega_se']:.3f}" in text
+
+
+COUNT_SPREAD = REPO / "bench" / "results" / "gibbs_count_spread.json"
+
+
+def test_the_count_spread_table_is_the_committed_run() -> None:
+    """The count over independent seeds, as the section's table states it."""
+    data = json.loads(COUNT_SPREAD.read_text())
+    text = section()
+    assert data["command"] in text
+    rows = [c for c in map(cells, text.splitlines()) if len(c) == 6 and c[0].isdigit()]
+    assert rows == [[str(r["K"]), str(r["n"]), f"{r['omega']:.3f}",
+                     f"{min(r['counts'])}-{max(r['counts'])} (mean {np.mean(r['counts']):.1f})",
+                     f"{r['sd_over_seeds']:.2f} / {r['stated_sd_rms']:.2f}", str(r["nuts_count"])]
+                    for r in data["rows"]]
