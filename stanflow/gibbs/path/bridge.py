@@ -202,9 +202,8 @@ def _bridge(
         ancestors = resample(rng, log_w, "systematic")
         families, lam, log_w0 = families[ancestors], new, np.zeros(S)
         weights = (1.0 - lam) * start.weights + lam * end
-        u, _ = hmc.move(rng, u[ancestors], _density(program, weights), MOVES_PER_STEP)
-    density = _density(program, end)
-    lp = density(u)[0]
+        u, lp = hmc.move(rng, u[ancestors], _density(program, weights), MOVES_PER_STEP)
+    density = _density(program, end)  # the last step's (lambda = 1: its lp is the end's)
     ess = clustered_ess(solve_triangular(hmc.chol, u.T, lower=True).T, lp, families)
     extra = 0
     while ess < target_ess * S and extra < max_moves:

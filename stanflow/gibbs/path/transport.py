@@ -16,9 +16,10 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
 - a resample ``b`` (counts ``c_b``) is moved to its Gibbs posterior
   (:func:`~stanflow.gibbs.path.moving.move_block`: importance sampling with
   refitted proposals, then independent Metropolis-Hastings steps where that is
-  not enough, then, where even that is not, an SMC step with HMC moves on
-  Stan's gradients) from a t with the anchor's covariance, centred at the anchor's
-  mean plus the resample's influence ``-H^-1 (1/n) sum_i (c_bi - 1) g_i``
+  not enough, then, where even that is not, an SMC bridge with HMC moves on
+  Stan's gradients, :mod:`~stanflow.gibbs.path.bridge`) from a t with the
+  anchor's covariance, centred at the anchor's mean plus the resample's
+  influence ``-H^-1 (1/n) sum_i (c_bi - 1) g_i``
   (``H`` and the per-observation gradients ``g_i`` of the plug-in,
   :meth:`~stanflow.gibbs.program.LossProgram.sandwich`);
 - at another ``omega`` the particles are reweighted by ``exp(-(omega' -
@@ -27,7 +28,7 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
   Gibbs posterior's spread is) and centred at its particles' mean. Its particles
   are an importance sample weighted exactly, with the weights' (Kish's)
   effective size, or particles moved by HMC, with the effective size of a
-  clustered sample (:func:`~stanflow.gibbs.path.moving.clustered_ess`): never
+  clustered sample (:func:`~stanflow.gibbs.path.bridge.clustered_ess`): never
   the count of particles.
 
 Its region's statistic is cross-fitted
