@@ -1,11 +1,11 @@
 """GPC at scale: is the moved design's stated count error right? Its count over independent seeds.
 
-At the roots of ``bench/gibbs_scale.py``'s comparison with NUTS (K = 10 and 20, n = 500,
-its data and resamples), the coverage count of ``TransportCoverage`` with ``--seeds``
+At the roots of ``bench/gibbs_scale_nuts.py``'s comparison with NUTS (K = 10 and 20,
+n = 500, its data and resamples), the coverage count of ``TransportCoverage`` with ``--seeds``
 independent seeds (the path and the regions shared: the regions those of the benchmark's
 seed-1 coverage, whose first evaluation is at ``omega = 1``), against the count's stated
 standard deviation, ``sqrt(count_variance)``, and beside the NUTS count stored by
-``bench/gibbs_scale.py`` at the same ``omega``.
+``bench/gibbs_scale_nuts.py`` at the same ``omega``.
 
 Writes ``bench/results/gibbs_count_spread.json``.
 
@@ -26,7 +26,7 @@ from stanflow.gibbs.path import CALIBRATION_SAMPLER, LearningRatePath
 from stanflow.gibbs.path.coverage import BootstrapProblem
 from stanflow.gibbs.path.transport import TransportCoverage
 
-SCALE = Path(__file__).resolve().parent / "results" / "gibbs_scale.json"
+VERSUS_NUTS = Path(__file__).resolve().parent / "results" / "gibbs_scale_nuts.json"
 SIZES = [(10, 500), (20, 500)]
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=8)
     args = parser.parse_args()
     info = machine_info()
-    versus = {(r["K"], r["n"]): r for r in json.loads(SCALE.read_text())["against_resample_design"]}
+    versus = {(r["K"], r["n"]): r for r in json.loads(VERSUS_NUTS.read_text())["rows"]}
     rows = []
     for K, n in SIZES:
         stored = versus[(K, n)]

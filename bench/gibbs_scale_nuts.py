@@ -1,0 +1,152 @@
+"""GPC at scale against the resample design: the moved design's root beside NUTS per resample.
+
+Median regression (check loss, tau = 0.5) at K = 5, 10 and 20 coefficients, n = 500,
+B = 200 (the data and resamples of ``bench/gibbs_scale.py``):
+
+1. The moved design's coverage function and root (``TransportCoverage`` and
+   ``find_root``, as ``path_gpc`` runs them), with its stated error
+   ``sqrt(count_variance + 1/12) / |slope|``.
+2. Every resample's Gibbs posterior by NUTS (one chain, 300 warm-up and 1000 draws,
+   as ``StanBackend(design="resample")`` runs it) at the root and at
+   ``root * (1 -+ 0.1)``, counted with the same regions (the full data's posterior
+   covariance, each resample's mean). A NUTS count is a Monte Carlo estimate too:
+   its variance is the moved design's formula, ``sum pi_b (1 - pi_b)`` with
+   ``pi_b`` the chance that a resample's verdict flipped, read from the NUTS draws'
+   smallest bulk effective sample size over the coefficients.
+3. The NUTS root by linear interpolation between the two counts around the target
+   ``0.95 B``, its error by the delta method (both counts' variances, each with the
+   rounding term ``1/12``), and the distance between the two roots in the error of
+   their difference, ``sqrt(se_moved^2 + se_nuts^2)``.
+
+Writes ``bench/results/gibbs_scale_nuts.json``.
+
+    python bench/gibbs_scale_nuts.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+
+import numpy as np
+from _common import machine_info, print_table, write_results
+from gibbs_scale import NUTS, B, coverage_indices, program_for
+
+from stanflow import arviz_compat
+from stanflow.gibbs import posterior
+from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.path import CALIBRATION_SAMPLER, LearningRatePath
+from stanflow.gibbs.path.coverage import (
+    BootstrapProblem,
+    inside_and_flip,
+    region_statistic_per_resample,
+)
+from stanflow.gibbs.path.gpc_root import SLOPE_SPREADS, count_slope, find_root
+from stanflow.gibbs.path.transport import TransportCoverage
+
+SIZES = [(5, 500), (10, 500), (20, 500)]
+ALPHA = 0.05
+SPREAD = 0.1
+"""The NUTS counts are taken at ``root * (1 - SPREAD)``, ``root`` and ``root * (1 + SPREAD)``."""
+ROUNDING = 1 / 12
+"""The variance of rounding a count to an integer, as ``path_gpc``'s ``omega_se`` adds it."""
+
+
+def moved_root(program) -> tuple[TransportCoverage, dict]:
+    """The moved design's root and its stated error, as ``path_gpc`` computes them."""
+    path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=1)
+    problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
+    coverage = TransportCoverage(problem, seed=1)
+    target = (1 - ALPHA) * B
+    start = time.perf_counter()
+    root, history, done = find_root(coverage, 1.0, target, xtol=1e-3, max_evaluations=40)
+    at_root = next((e for e in history if e.omega == root), None) or coverage(root)
+    slope = count_slope(root, history, target)
+    for spread in SLOPE_SPREADS:
+        if math.isfinite(slope):
+            break
+        history += [coverage(root / spread), coverage(root * spread)]
+        slope = count_slope(root, history, target)
+    wall = time.perf_counter() - start
+    se = math.sqrt(at_root.count_variance + ROUNDING) / abs(slope)
+    return coverage, {"root": root, "root_se": se, "converged": done, "wall_s": wall,
+                      "evaluations": len(history), "count_at_root": at_root.count,
+                      "count_variance_at_root": at_root.count_variance, "count_slope": slope}
+
+
+def nuts_count(program, coverage: TransportCoverage, omega: float) -> dict:
+    """The count of covering resamples by NUTS per resample at ``omega``, its Monte Carlo
+    variance, and the NUTS runs' wall seconds and effective sizes."""
+    counts = resample_counts(coverage_indices(program), program.n)
+    K = len(program.names)
+    statistic, ess, seconds = np.empty(B), np.empty(B), np.empty(B)
+    for b in range(B):
+        start = time.perf_counter()
+        fit = posterior(program, omega=omega, weights=counts[b], seed=b, **NUTS)
+        seconds[b] = time.perf_counter() - start
+        draws = arviz_compat.group(fit, "posterior")["beta"].values.reshape(1, -1, K)
+        statistic[b] = region_statistic_per_resample(
+            draws, np.zeros(draws.shape[:2]), coverage.estimate, coverage.region)[0]
+        ess[b] = float(arviz_compat.ess(fit, var_names=["beta"])["beta"].min())
+    inside, flip = inside_and_flip(statistic, ess, ALPHA, scalar=False)
+    return {"count": int(inside.sum()), "count_variance": float(np.sum(flip * (1 - flip))),
+            "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
+            "seconds_median": float(np.median(seconds))}
+
+
+def interpolated_root(omegas: list[float], counts: list[int], variances: list[float],
+                      target: float) -> tuple[float, float]:
+    """Where the piecewise-linear count through ``(omegas, counts)`` crosses ``target``,
+    and that root's delta-method error from the two counts' variances (``nan, nan`` when
+    the counts do not cross ``target`` within ``omegas``)."""
+    for k in range(len(omegas) - 1):
+        (w0, c0, v0), (w1, c1, v1) = ((omegas[j], counts[j], variances[j]) for j in (k, k + 1))
+        if (c0 - target) * (c1 - target) <= 0 and c0 != c1:
+            t = (target - c0) / (c1 - c0)
+            scale = (w1 - w0) / (c1 - c0)
+            se = abs(scale) * math.sqrt((1 - t) ** 2 * (v0 + ROUNDING) + t**2 * (v1 + ROUNDING))
+            return float(w0 + t * (w1 - w0)), se
+    return math.nan, math.nan
+
+
+def compare(K: int, n: int) -> dict:
+    program = program_for(K, n)
+    coverage, moved = moved_root(program)
+    root = moved["root"]
+    omegas = [root * (1 - SPREAD), root, root * (1 + SPREAD)]
+    at = [coverage(w) for w in omegas]
+    nuts = [nuts_count(program, coverage, w) for w in omegas]
+    counts = [r["count"] for r in nuts]
+    nuts_root, nuts_se = interpolated_root(
+        omegas, counts, [r["count_variance"] for r in nuts], (1 - ALPHA) * B)
+    gap = root - nuts_root
+    record = {"K": K, "n": n, **moved, "omegas": omegas,
+              "counts_moved": [e.count for e in at],
+              "count_variances_moved": [e.count_variance for e in at],
+              "counts_nuts": counts, "nuts": nuts, "nuts_root": nuts_root, "nuts_root_se": nuts_se,
+              "gap_in_errors_of_both": abs(gap) / math.hypot(moved["root_se"], nuts_se),
+              "gap_in_moved_errors": abs(gap) / moved["root_se"]}
+    print(f"K = {K}: moved root {root:.3f} +- {moved['root_se']:.3f}, NUTS root "
+          f"{nuts_root:.3f} +- {nuts_se:.3f}; counts {record['counts_moved']} vs {counts}",
+          flush=True)
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args()
+    info = machine_info()
+    rows = [compare(K, n) for K, n in SIZES]
+    print_table(["K", "n", "moved root", "NUTS root", "gap / both errors"],
+                [[r["K"], r["n"], f"{r['root']:.3f} +- {r['root_se']:.3f}",
+                  f"{r['nuts_root']:.3f} +- {r['nuts_root_se']:.3f}",
+                  f"{r['gap_in_errors_of_both']:.1f}"] for r in rows])
+    write_results("gibbs_scale_nuts", {
+        "command": "python bench/gibbs_scale_nuts.py", "machine": info, "B": B,
+        "nuts": NUTS, "rows": rows,
+    })
+
+
+if __name__ == "__main__":
+    main()
