@@ -42,43 +42,37 @@ from stanflow.gibbs.path.coverage import (
     inside_and_flip,
     region_statistic_per_resample,
 )
-from stanflow.gibbs.path.gpc_root import SLOPE_SPREADS, count_slope, find_root
+from stanflow.gibbs.path.gpc_root import ROUNDING_VARIANCE, find_root, root_error
 from stanflow.gibbs.path.transport import TransportCoverage
 
 SIZES = [(5, 500), (10, 500), (20, 500)]
 ALPHA = 0.05
 SPREAD = 0.1
 """The NUTS counts are taken at ``root * (1 - SPREAD)``, ``root`` and ``root * (1 + SPREAD)``."""
-ROUNDING = 1 / 12
-"""The variance of rounding a count to an integer, as ``path_gpc``'s ``omega_se`` adds it."""
+MAX_EVALUATIONS = 40
+"""The moved design's root finder's budget of coverage evaluations."""
 
 
 def moved_root(program) -> tuple[TransportCoverage, dict]:
-    """The moved design's root and its stated error, as ``path_gpc`` computes them."""
+    """The moved design's root and its stated error, as ``path_gpc`` computes them
+    (:func:`~stanflow.gibbs.path.gpc_root.root_error`)."""
     path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=1)
     problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
     coverage = TransportCoverage(problem, seed=1)
     target = (1 - ALPHA) * B
     start = time.perf_counter()
-    root, history, done = find_root(coverage, 1.0, target, xtol=1e-3, max_evaluations=40)
-    at_root = next((e for e in history if e.omega == root), None) or coverage(root)
-    slope = count_slope(root, history, target)
-    for spread in SLOPE_SPREADS:
-        if math.isfinite(slope):
-            break
-        history += [coverage(root / spread), coverage(root * spread)]
-        slope = count_slope(root, history, target)
+    root, history, done = find_root(coverage, 1.0, target, xtol=1e-3,
+                                   max_evaluations=MAX_EVALUATIONS)
+    at_root, slope, se = root_error(coverage, root, history, target, MAX_EVALUATIONS)
     wall = time.perf_counter() - start
-    se = math.sqrt(at_root.count_variance + ROUNDING) / abs(slope)
     return coverage, {"root": root, "root_se": se, "converged": done, "wall_s": wall,
                       "evaluations": len(history), "count_at_root": at_root.count,
                       "count_variance_at_root": at_root.count_variance, "count_slope": slope}
 
 
-def nuts_count(program, coverage: TransportCoverage, omega: float) -> dict:
-    """The count of covering resamples by NUTS per resample at ``omega``, its Monte Carlo
-    variance, and the NUTS runs' wall seconds and effective sizes."""
-    counts = resample_counts(coverage_indices(program), program.n)
+def nuts_count(program, coverage: TransportCoverage, counts: np.ndarray, omega: float) -> dict:
+    """The count of covering resamples by NUTS per resample (weights ``counts``, ``(B, n)``)
+    at ``omega``, its Monte Carlo variance, and the NUTS runs' wall seconds and effective sizes."""
     K = len(program.names)
     statistic, ess, seconds = np.empty(B), np.empty(B), np.empty(B)
     for b in range(B):
@@ -105,7 +99,8 @@ def interpolated_root(omegas: list[float], counts: list[int], variances: list[fl
         if (c0 - target) * (c1 - target) <= 0 and c0 != c1:
             t = (target - c0) / (c1 - c0)
             scale = (w1 - w0) / (c1 - c0)
-            se = abs(scale) * math.sqrt((1 - t) ** 2 * (v0 + ROUNDING) + t**2 * (v1 + ROUNDING))
+            variance = (1 - t) ** 2 * (v0 + ROUNDING_VARIANCE) + t**2 * (v1 + ROUNDING_VARIANCE)
+            se = abs(scale) * math.sqrt(variance)
             return float(w0 + t * (w1 - w0)), se
     return math.nan, math.nan
 
@@ -116,19 +111,20 @@ def compare(K: int, n: int) -> dict:
     root = moved["root"]
     omegas = [root * (1 - SPREAD), root, root * (1 + SPREAD)]
     at = [coverage(w) for w in omegas]
-    nuts = [nuts_count(program, coverage, w) for w in omegas]
-    counts = [r["count"] for r in nuts]
+    counts = resample_counts(coverage_indices(program), program.n)
+    nuts = [nuts_count(program, coverage, counts, w) for w in omegas]
+    nuts_counts = [r["count"] for r in nuts]
     nuts_root, nuts_se = interpolated_root(
-        omegas, counts, [r["count_variance"] for r in nuts], (1 - ALPHA) * B)
+        omegas, nuts_counts, [r["count_variance"] for r in nuts], (1 - ALPHA) * B)
     gap = root - nuts_root
     record = {"K": K, "n": n, **moved, "omegas": omegas,
               "counts_moved": [e.count for e in at],
               "count_variances_moved": [e.count_variance for e in at],
-              "counts_nuts": counts, "nuts": nuts, "nuts_root": nuts_root, "nuts_root_se": nuts_se,
+              "counts_nuts": nuts_counts, "nuts": nuts, "nuts_root": nuts_root, "nuts_root_se": nuts_se,
               "gap_in_errors_of_both": abs(gap) / math.hypot(moved["root_se"], nuts_se),
               "gap_in_moved_errors": abs(gap) / moved["root_se"]}
     print(f"K = {K}: moved root {root:.3f} +- {moved['root_se']:.3f}, NUTS root "
-          f"{nuts_root:.3f} +- {nuts_se:.3f}; counts {record['counts_moved']} vs {counts}",
+          f"{nuts_root:.3f} +- {nuts_se:.3f}; counts {record['counts_moved']} vs {nuts_counts}",
           flush=True)
     return record
 

@@ -43,6 +43,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
@@ -60,6 +61,8 @@ SLOPE_SPREADS = (1.1, 1.25, 1.5)
 """When the search never went :data:`MARGIN` resamples from the target on
 both sides, the count is evaluated at ``root / f`` and ``root * f`` for these
 ``f`` in turn until it has, for the slope."""
+ROUNDING_VARIANCE = 1 / 12
+"""The variance of a count's rounding to an integer, in the root's error."""
 RESAMPLES = ("auto", "reweight", "transport")
 AUTO_LOW_ESS_SHARE = 0.05
 """``resamples="auto"`` moves particles to the resamples when more than this
@@ -157,6 +160,40 @@ def count_slope(root: float, history: list[Evaluation], target: float) -> float:
     return (right.count - left.count) / (right.omega - left.omega)
 
 
+class RootError(NamedTuple):
+    """A root's evaluation, the count's slope there and the root's Monte Carlo error."""
+
+    at_root: Evaluation
+    slope: float
+    se: float
+
+
+def root_error(
+    coverage: Callable[[float], Evaluation],
+    root: float,
+    history: list[Evaluation],
+    target: float,
+    max_evaluations: int,
+) -> RootError:
+    """The root's Monte Carlo error, ``sqrt(count_variance + 1/12) / |slope|``.
+
+    The count's variance is the evaluation's at ``root`` (``1/12`` for its
+    rounding to an integer), the slope :func:`count_slope`'s. While the slope
+    is unknown, ``history`` is extended in place by evaluations at ``root /
+    spread`` and ``root * spread`` for each of :data:`SLOPE_SPREADS`, within
+    ``max_evaluations`` in all.
+    """
+    at_root = next((e for e in history if e.omega == root), None) or coverage(root)
+    slope = count_slope(root, history, target)
+    for spread in SLOPE_SPREADS:
+        if math.isfinite(slope) or len(history) + 2 > max_evaluations:
+            break
+        history += [coverage(root / spread), coverage(root * spread)]
+        slope = count_slope(root, history, target)
+    se = math.sqrt(at_root.count_variance + ROUNDING_VARIANCE) / abs(slope)
+    return RootError(at_root, slope, se)
+
+
 def path_gpc(
     path: LearningRatePath,
     estimate: np.ndarray,
@@ -243,14 +280,7 @@ def path_gpc(
     root, history, done = find_root(
         coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
     )
-    at_root = next((e for e in history if e.omega == root), None) or coverage(root)
-    slope = count_slope(root, history, target)
-    for spread in SLOPE_SPREADS:
-        if math.isfinite(slope) or len(history) + 2 > max_evaluations:
-            break
-        history += [coverage(root / spread), coverage(root * spread)]
-        slope = count_slope(root, history, target)
-    se = math.sqrt(at_root.count_variance + 1 / 12) / abs(slope)
+    at_root, slope, se = root_error(coverage, root, history, target, max_evaluations)
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
                 else "; resamples='transport' moves particles to each resample")
