@@ -39,6 +39,7 @@ from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path import CALIBRATION_SAMPLER, LearningRatePath
 from stanflow.gibbs.path.coverage import (
     BootstrapProblem,
+    cross_fit_variance,
     inside_and_flip,
     region_statistic_per_resample,
 )
@@ -63,7 +64,7 @@ def moved_root(program) -> tuple[TransportCoverage, dict]:
     start = time.perf_counter()
     root, history, done = find_root(coverage, 1.0, target, xtol=1e-3,
                                    max_evaluations=MAX_EVALUATIONS)
-    at_root, slope, se = root_error(coverage, root, history, target, MAX_EVALUATIONS)
+    at_root, slope, se = root_error(coverage, root, history, target, MAX_EVALUATIONS, B)
     wall = time.perf_counter() - start
     return coverage, {"root": root, "root_se": se, "converged": done, "wall_s": wall,
                       "evaluations": len(history), "count_at_root": at_root.count,
@@ -83,7 +84,8 @@ def nuts_count(program, coverage: TransportCoverage, counts: np.ndarray, omega: 
         statistic[b] = region_statistic_per_resample(
             draws, np.zeros(draws.shape[:2]), coverage.estimate, coverage.region)[0]
         ess[b] = float(arviz_compat.ess(fit, var_names=["beta"])["beta"].min())
-    inside, flip = inside_and_flip(statistic, ess, ALPHA, scalar=False)
+    inside, flip = inside_and_flip(statistic, ess, ALPHA, scalar=False,
+                                   centre=cross_fit_variance(K, ALPHA))
     return {"count": int(inside.sum()), "count_variance": float(np.sum(flip * (1 - flip))),
             "ess_min": float(ess.min()), "ess_median": float(np.median(ess)),
             "seconds_median": float(np.median(seconds))}

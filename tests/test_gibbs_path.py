@@ -53,7 +53,7 @@ from stanflow.gibbs.path import (
     reweight,
 )
 from stanflow.gibbs.path.coverage import Evaluation, region_statistic
-from stanflow.gibbs.path.gpc_root import find_root
+from stanflow.gibbs.path.gpc_root import find_root, root_error
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.losses import Loss, get_loss, loss_function
 
@@ -250,6 +250,47 @@ def test_find_root_brackets_a_step_function():
         assert len(history) < 40
     root, history, done = find_root(Count(), 1.0, 190.5, xtol=1e-9, max_evaluations=80)
     assert done and root == pytest.approx(switches[9], abs=1e-8)  # no exact hit: the jump
+
+
+def test_the_root_error_reads_the_slope_beyond_the_counts_noise():
+    """A count falling by 50 per unit of omega through 190 at omega = 1.5, each evaluation
+    off by N(0, 1.6^2) noise (its stated variance) and rounded, over 400 root searches: the
+    slope behind ``omega_se`` is within a factor 1.5 of the truth in 95% of them (secants
+    through counts two resamples from the target, the noise's size, were off by more in
+    nearly half, up to 100 times too steep), and the stated error is never smaller than
+    the roots' spread in the median."""
+    rng = np.random.default_rng(11)
+    sd, slope, truth = 1.6, -50.0, 1.5
+
+    def count(omega):
+        noisy = 190 + slope * (omega - truth) + sd * rng.normal()
+        return Evaluation(omega, int(np.clip(np.rint(noisy), 0, 200)), sd**2, 400.0, 400.0, 0, 0)
+
+    roots, errors = [], []
+    for _ in range(400):
+        root, history, _ = find_root(count, 1.0, 190, xtol=1e-3, max_evaluations=40)
+        roots.append(root)
+        errors.append(root_error(count, root, history, 190, 40, 200))
+    ratio = np.array([e.slope for e in errors]) / slope
+    assert np.mean((ratio > 2 / 3) & (ratio < 1.5)) >= 0.95
+    assert np.median(ratio) == pytest.approx(1.0, abs=0.1)
+    assert np.median([e.se for e in errors]) >= np.std(roots)
+    assert np.mean(roots) == pytest.approx(truth, abs=0.005)
+
+
+def test_the_root_error_is_finite_with_few_resamples_above_the_target():
+    """B = 60: at most 3 resamples lie above the target 57, fewer than three standard
+    deviations of a noisy count; the slope is read through those there are."""
+    rng = np.random.default_rng(3)
+
+    def count(omega):
+        noisy = 57 + -20.0 * (omega - 1.5) + 1.6 * rng.normal()
+        return Evaluation(omega, int(np.clip(np.rint(noisy), 0, 60)), 1.6**2, 400.0, 400.0, 0, 0)
+
+    for _ in range(20):
+        root, history, _ = find_root(count, 1.0, 57, xtol=1e-3, max_evaluations=40)
+        found = root_error(count, root, history, 57, 40, 60)
+        assert math.isfinite(found.se) and found.slope < 0
 
 
 def test_root_found_gpc_equals_the_bootstrap_fixed_point():

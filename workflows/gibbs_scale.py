@@ -205,6 +205,15 @@ def share(flags: list[bool]) -> dict[str, float]:
     return {"value": p, "se": math.sqrt(p * (1 - p) / len(flags)), "datasets": len(flags)}
 
 
+def stated_errors(values: list[float | None]) -> dict[str, float]:
+    """The median of the roots' stated errors, and how many were undefined (the count's
+    slope not found: NaN, stored as null)."""
+    se = np.array([math.nan if v is None else v for v in values], float)
+    defined = se[np.isfinite(se)]
+    return {"median": float(np.median(defined)) if defined.size else math.nan,
+            "undefined": int(se.size - defined.size)}
+
+
 def summarise_scale(records: list[dict]) -> dict[str, Any]:
     """The scale part's keys (medians over data sets)."""
     return {
@@ -212,7 +221,7 @@ def summarise_scale(records: list[dict]) -> dict[str, Any]:
                      for name in ("gpc", "omega_1")},
         "omega": {"gpc": {"median": float(np.median([r["omega_gpc"] for r in records]))},
                   "plugin": {"median": float(np.median([r["omega_plugin"] for r in records]))}},
-        "omega_se": {"median": float(np.median([r["omega_se"] for r in records]))},
+        "omega_se": stated_errors([r["omega_se"] for r in records]),
         "seconds_per_calibration": {
             "median": float(np.median([r["seconds_calibration"] for r in records])),
             "max": float(np.max([r["seconds_calibration"] for r in records]))},

@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy.special import ndtr
+from scipy.stats import chi2
 from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.gpc.reweighting import resample_counts
@@ -154,16 +155,28 @@ def region_statistic(
 
 
 def inside_and_flip(
-    statistic: np.ndarray, ess: np.ndarray, alpha: float, scalar: bool
+    statistic: np.ndarray, ess: np.ndarray, alpha: float, scalar: bool, centre: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Whether each region holds the estimate, and the probability that Monte
     Carlo error put it on the wrong side.
+
+    Parameters
+    ----------
+    statistic, ess : ndarray, shape (B,)
+        Each resample's region statistic and effective sample size.
+    alpha : float
+    scalar : bool
+        One parameter (an equal-tailed interval) or several (an ellipsoid).
+    centre : float, default 0
+        The variance a cross-fitted centre adds per effective draw
+        (:func:`cross_fit_variance`; 0 where the statistic has no estimated centre
+        or its own covariance).
 
     Returns
     -------
     inside : ndarray of bool, shape (B,)
     flip : ndarray, shape (B,)
-        ``Phi(-|statistic - p| / sqrt(p (1 - p) / ess))`` for the nearest
+        ``Phi(-|statistic - p| / sqrt((p (1 - p) + centre) / ess))`` for the nearest
         threshold ``p`` (``alpha/2`` or ``1 - alpha/2`` for a scalar,
         ``1 - alpha`` for a vector).
     """
@@ -173,8 +186,31 @@ def inside_and_flip(
     else:
         inside = statistic <= 1 - alpha
         p = np.full(statistic.shape, 1 - alpha)
-    se = np.sqrt(p * (1 - p) / ess)
+    se = np.sqrt((p * (1 - p) + centre) / ess)
     return inside, ndtr(-np.abs(statistic - p) / se)
+
+
+def cross_fit_variance(size: int, alpha: float) -> float:
+    """The variance, per effective draw, that a cross-fitted centre adds to
+    :func:`region_statistic_per_resample`'s statistic at its threshold ``1 - alpha``.
+
+    The statistic is the weight of draws closer to the centre than the
+    estimate, in a fixed metric. Each half of the draws is measured from the
+    other half's mean, which is off by ``delta`` of covariance ``Sigma /
+    ESS_half``; the estimate's squared distance ``u`` moves by ``-2 delta' M
+    (estimate - mean)`` to first order, of variance ``4 u / ESS_half`` in the
+    posterior's own metric, while the draws' distances move only at second
+    order. Through the draws' distance density ``g`` (``chi2_K``'s, for a
+    posterior near normal; the metric's scale cancels), each half's statistic
+    gains ``g(u)^2 4 u / ESS_half``; the two halves' mean gains ``4 g(u)^2 u /
+    ESS`` at ``u = chi2_K^-1(1 - alpha)``: 0.32 to 0.41 times the binomial
+    ``p (1 - p)`` at ``alpha = 0.05`` for ``K`` from 2 to 50. Zero for one
+    parameter, whose statistic (a weighted CDF) has no centre.
+    """
+    if size == 1:
+        return 0.0
+    u = chi2.ppf(1 - alpha, size)
+    return float(4 * chi2.pdf(u, size) ** 2 * u)
 
 
 class BootstrapProblem(NamedTuple):

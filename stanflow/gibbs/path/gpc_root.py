@@ -28,13 +28,17 @@ instead of by Robbins-Monro steps:
   path is extended when the bracket needs a larger ``omega``.
 
 Stated error: each resample's statistic has Monte Carlo standard error
-``sqrt(p (1 - p) / ESS_b)`` at its threshold ``p``, so it is on the wrong side
-with probability ``pi_b = Phi(-|margin_b| / se_b)``; the count's variance is
-``sum pi_b (1 - pi_b)``, plus ``1/12`` for its integer steps, and the root's
-standard error is the count's divided by the slope of the count in ``omega``
-(the secant through the nearest evaluations at least two resamples away from
-the target on either side, evaluating the count further from the root when
-the search did not).
+``sqrt(p (1 - p) / ESS_b)`` at its threshold ``p`` (plus the cross-fitted
+centre's share for particles moved to the resamples,
+:func:`~stanflow.gibbs.path.coverage.cross_fit_variance`), so it is on the
+wrong side with probability ``pi_b = Phi(-|margin_b| / se_b)``; the count's
+variance is ``sum pi_b (1 - pi_b)``, plus ``1/12`` for its integer steps, and
+the root's standard error is the count's divided by the slope of the count in
+``omega``: the secant through the nearest evaluations at least
+:data:`NOISE_MARGIN` count standard deviations (and :data:`MARGIN` resamples)
+away from the target on either side, so that the counts' noise moves the
+slope by a quarter at most (evaluating the count further from the root when
+the search did not go that far).
 """
 
 from __future__ import annotations
@@ -57,10 +61,15 @@ from stanflow.validation import check_int, check_positive
 
 MARGIN = 2
 """Evaluations used for the slope are at least this many resamples from the target."""
-SLOPE_SPREADS = (1.1, 1.25, 1.5)
-"""When the search never went :data:`MARGIN` resamples from the target on
-both sides, the count is evaluated at ``root / f`` and ``root * f`` for these
-``f`` in turn until it has, for the slope."""
+NOISE_MARGIN = 3.0
+"""... and at least this many standard deviations of the count at the root: a
+secant through two counts ``2 m`` sd apart is off by ``sqrt(2) / (2 m)`` of the
+slope (a quarter at ``m = 3``); nearer counts gave slopes off by factors of two
+with tens of coefficients, and errors as small."""
+SLOPE_SPREADS = (1.1, 1.25, 1.5, 2.0)
+"""When the search never went that far from the target on both sides, the
+count is evaluated at ``root / f`` and ``root * f`` for these ``f`` in turn
+until it has, for the slope."""
 ROUNDING_VARIANCE = 1 / 12
 """The variance of a count's rounding to an integer, in the root's error."""
 RESAMPLES = ("auto", "reweight", "transport")
@@ -144,15 +153,19 @@ def find_root(
     return 0.5 * (lo + hi), history, hi - lo <= xtol * hi
 
 
-def count_slope(root: float, history: list[Evaluation], target: float) -> float:
+def count_slope(
+    root: float, history: list[Evaluation], target: float, margin: float = MARGIN,
+    room: float = math.inf,
+) -> float:
     """The covering count's slope in ``omega`` near the root (negative).
 
     The secant through the evaluations nearest ``root`` with a count at least
-    :data:`MARGIN` above and below ``target``; ``nan`` when the evaluations do
-    not reach that far on both sides.
+    ``margin`` above and below ``target`` (above, at most ``room``: the count
+    cannot pass ``B``); ``nan`` when the evaluations do not reach that far on
+    both sides.
     """
-    above = [e for e in history if e.count - target >= MARGIN]
-    below = [e for e in history if target - e.count >= MARGIN]
+    above = [e for e in history if e.count - target >= min(margin, room)]
+    below = [e for e in history if target - e.count >= margin]
     if not above or not below:
         return math.nan
     left = min(above, key=lambda e: abs(e.omega - root))
@@ -174,24 +187,29 @@ def root_error(
     history: list[Evaluation],
     target: float,
     max_evaluations: int,
+    B: int,
 ) -> RootError:
     """The root's Monte Carlo error, ``sqrt(count_variance + 1/12) / |slope|``.
 
     The count's variance is the evaluation's at ``root`` (``1/12`` for its
-    rounding to an integer), the slope :func:`count_slope`'s. While the slope
-    is unknown, ``history`` is extended in place by evaluations at ``root /
-    spread`` and ``root * spread`` for each of :data:`SLOPE_SPREADS`, within
+    rounding to an integer), the slope :func:`count_slope`'s through counts
+    at least :data:`MARGIN` resamples and :data:`NOISE_MARGIN` standard
+    deviations of that count from the target (above it, at most the ``B -
+    target`` resamples there are). While the slope is unknown,
+    ``history`` is extended in place by evaluations at ``root / spread`` and
+    ``root * spread`` for each of :data:`SLOPE_SPREADS`, within
     ``max_evaluations`` in all.
     """
     at_root = next((e for e in history if e.omega == root), None) or coverage(root)
-    slope = count_slope(root, history, target)
+    sd = math.sqrt(at_root.count_variance + ROUNDING_VARIANCE)
+    margin = max(MARGIN, NOISE_MARGIN * sd)
+    slope = count_slope(root, history, target, margin, B - target)
     for spread in SLOPE_SPREADS:
         if math.isfinite(slope) or len(history) + 2 > max_evaluations:
             break
         history += [coverage(root / spread), coverage(root * spread)]
-        slope = count_slope(root, history, target)
-    se = math.sqrt(at_root.count_variance + ROUNDING_VARIANCE) / abs(slope)
-    return RootError(at_root, slope, se)
+        slope = count_slope(root, history, target, margin, B - target)
+    return RootError(at_root, slope, sd / abs(slope))
 
 
 def path_gpc(
@@ -280,7 +298,7 @@ def path_gpc(
     root, history, done = find_root(
         coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
     )
-    at_root, slope, se = root_error(coverage, root, history, target, max_evaluations)
+    at_root, slope, se = root_error(coverage, root, history, target, max_evaluations, B)
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
                 else "; resamples='transport' moves particles to each resample")

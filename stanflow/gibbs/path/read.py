@@ -124,7 +124,9 @@ def reweight(path: xr.Dataset, omega: float) -> Reweighted:
     return Reweighted(k, path["theta"].values[k], weights, ess, log_z, math.sqrt(variance))
 
 
-def weighted_quantile(x: np.ndarray, weights: np.ndarray, probs: np.ndarray) -> np.ndarray:
+def weighted_quantile(
+    x: np.ndarray, weights: np.ndarray, probs: np.ndarray, order: np.ndarray | None = None
+) -> np.ndarray:
     """Quantiles of a weighted sample: the smallest ``x`` whose weighted CDF reaches ``p``.
 
     Parameters
@@ -134,12 +136,15 @@ def weighted_quantile(x: np.ndarray, weights: np.ndarray, probs: np.ndarray) -> 
         Normalised.
     probs : ndarray
         In ``[0, 1]``.
+    order : ndarray of int, shape (N,), optional
+        ``np.argsort(x)``, when the caller has it already.
 
     Returns
     -------
     ndarray, shape of ``probs``
     """
-    order = np.argsort(x)
+    if order is None:
+        order = np.argsort(x)
     cdf = np.cumsum(weights[order])
     index = np.searchsorted(cdf, np.clip(probs, 0.0, 1.0) * cdf[-1] - 1e-12, side="left")
     return x[order][np.clip(index, 0, len(x) - 1)]
@@ -200,6 +205,7 @@ def functionals(
     mean, mean_se = np.empty(shape), np.empty(shape)
     quantile, lower, upper = (np.empty((len(omegas), len(levels), K)) for _ in range(3))
     scalars = np.empty((len(omegas), 4))
+    orders: dict[tuple[int, int], np.ndarray] = {}  # a schedule point's particles, sorted once
     for j, omega in enumerate(omegas):
         r = reweight(path, float(omega))
         se_p = 2 * np.sqrt(levels * (1 - levels) / r.ess)
@@ -207,9 +213,12 @@ def functionals(
             x = r.theta[:, p]
             mean[j, p] = r.weights @ x
             mean_se[j, p] = math.sqrt(np.sum(r.weights**2 * (x - mean[j, p]) ** 2))
-            quantile[j, :, p] = weighted_quantile(x, r.weights, levels)
-            lower[j, :, p] = weighted_quantile(x, r.weights, levels - se_p)
-            upper[j, :, p] = weighted_quantile(x, r.weights, levels + se_p)
+            if (r.step, p) not in orders:
+                orders[r.step, p] = np.argsort(x)
+            order = orders[r.step, p]
+            bands = weighted_quantile(
+                x, r.weights, np.concatenate([levels, levels - se_p, levels + se_p]), order)
+            quantile[j, :, p], lower[j, :, p], upper[j, :, p] = np.split(bands, 3)
         scalars[j] = (r.ess, r.step, r.log_z, r.log_z_se)
     return xr.Dataset(
         {

@@ -66,6 +66,7 @@ from stanflow.gibbs.path.coverage import (
     LOW_ESS,
     BootstrapProblem,
     Evaluation,
+    cross_fit_variance,
     inside_and_flip,
     region_statistic_per_resample,
 )
@@ -231,7 +232,9 @@ class TransportCoverage:
             self.region = self._anchor(omega)[2]
         statistic = region_statistic_per_resample(
             theta, self.placement.log_weights(omega), self.estimate, self.region, self.shape)
-        inside, flip = inside_and_flip(statistic, ess, self.alpha, theta.shape[2] == 1)
+        K = theta.shape[2]
+        inside, flip = inside_and_flip(statistic, ess, self.alpha, K == 1,
+                                       cross_fit_variance(K, self.alpha))
         return Evaluation(
             omega=omega,
             count=int(inside.sum()),
