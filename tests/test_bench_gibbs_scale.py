@@ -191,3 +191,26 @@ def test_the_root_spread_table_is_the_committed_run(versus: list[dict]) -> None:
     previous = json.loads(RESULT.read_text())["against_resample_design"][2]["root"]
     above = (previous - by_K[20]["root_mean"]) / by_K[20]["sd_over_seeds"]
     assert f"at {previous:.3f} ({above:.1f} sd above)" in flat
+
+
+SIDE_BY_SIDE = REPO / "bench" / "results" / "gibbs_scale_side_by_side.json"
+
+
+def test_the_side_by_side_goal_is_the_committed_run() -> None:
+    """The moved design against the resample design's calibration, as the goal states it."""
+    data = json.loads(SIDE_BY_SIDE.read_text())
+    text = " ".join(section().split())
+    nuts, moved = data["resample_design"], data["moved"]
+    assert data["command"] in text
+    assert f"met side by side at K = 20, n = 500, {data['wall_ratio']:.1f}x**" in text
+    assert (f"took {moved[0]['wall_s']:.1f} s and {moved[1]['wall_s']:.1f} s (before and after), "
+            f"root {moved[0]['omega']:.3f}") in text
+    assert f"took {nuts['wall_s']:.1f} s for its {nuts['steps']} steps and **had not converged**" in text
+    assert not nuts["converged"] and nuts["steps"] == 16
+    assert (f"crept from {nuts['omega_path'][0]:.0f} to {nuts['omega']:.3f} while the coverage "
+            f"stayed at {min(nuts['coverage_path']):.3f}-{max(nuts['coverage_path']):.3f}") in text
+    assert min(nuts["coverage_path"]) > 0.95
+    assert f"{-data['gap']:.3f} below the moved root" in text
+    assert f"the ratio at equal accuracy is above {data['wall_ratio']:.1f}x" in text
+    summary = DOC.read_text().split(HEADING)[0]
+    assert f"{data['wall_ratio']:.1f}x side by side at n = 500" in summary
