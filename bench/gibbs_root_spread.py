@@ -17,38 +17,27 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from pathlib import Path
 
 import numpy as np
 from _common import machine_info, write_results
-from gibbs_scale import B, coverage_indices, program_for
-
-from stanflow.gibbs.path import CALIBRATION_SAMPLER, LearningRatePath
-from stanflow.gibbs.path.coverage import BootstrapProblem
-from stanflow.gibbs.path.gpc_root import find_root, root_error
-from stanflow.gibbs.path.transport import TransportCoverage
+from gibbs_scale import B, program_for
+from gibbs_scale_nuts import moved_root
 
 RESULTS = Path(__file__).resolve().parent / "results"
 VERSUS_NUTS = RESULTS / "gibbs_scale_nuts.json"
 SIZES = (10, 20)
 N = 500
-ALPHA = 0.05
 FIRST_SEED = 200
 
 
 def one_root(program, seed: int) -> dict:
     """The moved design's root and stated error with ``seed`` (path and coverage)."""
-    start = time.perf_counter()
-    path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=seed)
-    problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
-    coverage = TransportCoverage(problem, seed=seed)
-    target = (1 - ALPHA) * B
-    root, history, done = find_root(coverage, 1.0, target, xtol=1e-3, max_evaluations=40)
-    at_root, slope, se = root_error(coverage, root, history, target, 40, B)
-    return {"seed": seed, "root": root, "omega_se": se, "converged": done,
-            "count_variance": at_root.count_variance, "count_slope": slope,
-            "evaluations": len(history), "wall_s": time.perf_counter() - start}
+    _, found = moved_root(program, seed)
+    return {"seed": seed, "root": found["root"], "omega_se": found["root_se"],
+            "converged": found["converged"], "count_variance": found["count_variance_at_root"],
+            "count_slope": found["count_slope"], "evaluations": found["evaluations"],
+            "wall_s": found["wall_s"]}
 
 
 def main() -> None:

@@ -54,12 +54,12 @@ MAX_EVALUATIONS = 40
 """The moved design's root finder's budget of coverage evaluations."""
 
 
-def moved_root(program) -> tuple[TransportCoverage, dict]:
+def moved_root(program, seed: int = 1) -> tuple[TransportCoverage, dict]:
     """The moved design's root and its stated error, as ``path_gpc`` computes them
-    (:func:`~stanflow.gibbs.path.gpc_root.root_error`)."""
-    path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=1)
+    (:func:`~stanflow.gibbs.path.gpc_root.root_error`), the path and the moves seeded by ``seed``."""
+    path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=seed)
     problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
-    coverage = TransportCoverage(problem, seed=1)
+    coverage = TransportCoverage(problem, seed=seed)
     target = (1 - ALPHA) * B
     start = time.perf_counter()
     root, history, done = find_root(coverage, 1.0, target, xtol=1e-3,

@@ -256,3 +256,17 @@ def test_bad_input_is_named():
         TransportCoverage(problem._replace(estimate=np.array([0.0, 1.0])))
     with pytest.raises(ValueError, match="resamples must be one of"):
         path_gpc(path, [0.0], resamples="bootstrap")
+
+
+def test_the_docs_state_the_cross_fitted_centres_share():
+    """docs/gibbs.md and docs/benchmarks.md quote the centre's variance as a share of the
+    binomial ``p (1 - p)`` at alpha = 0.05: 0.32-0.41 for K = 2 to 50, 0.37-0.39 at K = 10-20."""
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    share = {K: cross_fit_variance(K, 0.05) / (0.95 * 0.05) for K in (2, 10, 20, 50)}
+    wide, narrow = f"{share[2]:.2f}-{share[50]:.2f}", f"{share[10]:.2f}-{share[20]:.2f}"
+    assert wide == "0.32-0.41" and narrow == "0.37-0.39"
+    assert f"{wide} times\n`p (1 - p)` for K = 2 to 50" in (docs / "gibbs.md").read_text()
+    assert f"{narrow} times the binomial term at K = 10-20" in (docs / "benchmarks.md").read_text()
+    assert all(share[a] < share[b] for a, b in ((2, 10), (10, 20), (20, 50)))
