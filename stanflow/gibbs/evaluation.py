@@ -7,7 +7,9 @@ as a library and loaded with the data (bridgestan). At unconstrained points
 ``log prior - omega * sum_i weights[i] * loss_i``, its gradient, and each
 observation's loss ``loss_i = -(d target / d weights[i]) / omega``, in batches of
 rows ``(u, omega, weights)`` (:func:`stanflow.models.log_density_rows`) of at most
-:data:`ROW_BUDGET` doubles.
+:data:`ROW_BUDGET` doubles. Where the program's data can be cut by
+observation (:mod:`stanflow.gibbs.slices`), the prior comes from the form loaded
+with one observation and, for large data, the target from chunks of them.
 
 :class:`EvaluationForm` is that half of
 :class:`~stanflow.gibbs.program.LossProgram`, which loads the library and
@@ -22,6 +24,7 @@ from typing import Any
 import bridgestan
 import numpy as np
 
+from stanflow.gibbs.slices import ObservationSlices
 from stanflow.models import (
     constrain_rows,
     log_density_gradient_rows,
@@ -51,6 +54,9 @@ class EvaluationForm:
         The constrained parameters, flattened and named as cmdstanpy names them.
     threads : int or None
         Threads of the in-process calls (None: the cores this process may use).
+    slices : ObservationSlices or None
+        The form loaded on slices of the observations, where the program
+        allows it (checked when it loads); None: evaluated whole.
     """
 
     library: bridgestan.StanModel
@@ -58,6 +64,7 @@ class EvaluationForm:
     dim: int
     names: list[str]
     threads: int | None
+    slices: ObservationSlices | None = None
 
     def log_density(
         self,
@@ -74,9 +81,7 @@ class EvaluationForm:
         the program rejects get ``-inf``. ``omega`` is a number or one per
         point, ``weights`` shape ``(n,)`` or ``(S, n)``.
         """
-        return self._map_rows(u, omega, weights, lambda r: log_density_rows(
-            self.library, r, propto=False, jacobian=jacobian, threads=self.threads,
-            reject_as_neg_inf=True))
+        return self._evaluate(u, omega, weights, jacobian, None)[0]
 
     def log_density_gradient(
         self,
@@ -87,7 +92,9 @@ class EvaluationForm:
         jacobian: bool = True,
     ) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`log_density` and its gradient in ``u``, shapes ``(S,)`` and ``(S, D)``."""
-        return self._gradient_rows(u, omega, weights, jacobian, self.dim)
+        lp, grad = self._evaluate(u, omega, weights, jacobian, "u")
+        assert grad is not None
+        return lp, grad
 
     def log_prior(self, u: np.ndarray, *, jacobian: bool = True) -> np.ndarray:
         """The log prior at ``u`` (the target at ``omega = 0``), shape ``(S,)``."""
@@ -99,7 +106,8 @@ class EvaluationForm:
         Read off the target: ``loss_i = -d target / d weights[i]`` at
         ``omega = 1``. Rejected points get ``nan``.
         """
-        _, grad = self._gradient_rows(u, 1.0, None, False, slice(self.dim + 1, None))
+        _, grad = self._evaluate(u, 1.0, None, False, "weights")
+        assert grad is not None
         return -grad
 
     def total_loss(self, u: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -111,9 +119,9 @@ class EvaluationForm:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The log prior (with the log Jacobian, by default) and ``sum_i weights[i] loss_i``.
 
-        One batched call: the target at ``omega = 0`` and at ``omega = 1``, whose
-        difference is the loss (the Jacobian cancels). Shapes ``(S,)``; a point
-        the program rejects has log prior ``-inf`` and loss ``inf``.
+        The target at ``omega = 0`` and at ``omega = 1``, whose difference is
+        the loss (the Jacobian cancels). Shapes ``(S,)``; a point the program
+        rejects has log prior ``-inf`` and loss ``inf``.
         """
         prior = self.log_density(u, 0.0, None, jacobian=jacobian)
         at_one = self.log_density(u, 1.0, weights, jacobian=jacobian)
@@ -127,8 +135,8 @@ class EvaluationForm:
         The prior is taken out by difference: the target at ``omega = 1``
         minus the target at ``omega = 0``.
         """
-        lp1, grad1 = self._gradient_rows(u, 1.0, weights, False, self.dim)
-        lp0, grad0 = self._gradient_rows(u, 0.0, None, False, self.dim)
+        lp1, grad1 = self.log_density_gradient(u, 1.0, weights, jacobian=False)
+        lp0, grad0 = self.log_density_gradient(u, 0.0, None, jacobian=False)
         return lp0 - lp1, grad0 - grad1
 
     def constrain(self, u: np.ndarray) -> np.ndarray:
@@ -175,40 +183,59 @@ class EvaluationForm:
 
     # -- pieces -----------------------------------------------------------------
 
-    def _blocks(
-        self, u: np.ndarray, omega: Any, weights: Any
-    ) -> Iterator[tuple[slice, np.ndarray]]:
-        """Rows ``(u, omega, weights)`` in blocks of at most :data:`ROW_BUDGET` doubles.
+    def _evaluate(
+        self, u: np.ndarray, omega: Any, weights: Any, jacobian: bool, gradient: str | None
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """The target, and its gradient in ``u`` or in the weights (``gradient``).
 
-        ``u`` is checked already (:meth:`check_points`). One buffer is reused,
-        so each block must be used before the next is asked for; weights shared
-        by every row (``None``, meaning all 1, or shape ``(n,)``) are written
-        into it once, not once per row.
+        Whole, or on the program's :attr:`slices`: the prior from one
+        observation where every ``omega`` is 0, and the sum over the chunks
+        less the prior counted once per extra chunk.
         """
-        S, D = u.shape
-        omega = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
-        w = None if weights is None else np.asarray(weights, dtype=float)
-        if w is not None:
-            if w.shape not in ((self.n,), (S, self.n)):
-                raise ValueError(
-                    f"weights must have shape ({self.n},) or ({S}, {self.n}), got {w.shape}")
-            if not np.all(np.isfinite(w) & (w >= 0)):
-                raise ValueError("weights must be finite and non-negative")
-        width = D + 1 + self.n
-        size = max(1, ROW_BUDGET // width)
-        buffer = np.empty((min(size, S), width))
-        shared = w is None or w.ndim == 1
-        if shared:
-            buffer[:, D + 1 :] = 1.0 if w is None else w
-        for i in range(0, S, size):
-            rows = slice(i, min(i + size, S))
-            block = buffer[: rows.stop - i]
-            block[:, :D] = u[rows]
-            block[:, D] = omega[rows]
-            if not shared:
-                assert w is not None
-                block[:, D + 1 :] = w[rows]
-            yield rows, block
+        u = self.check_points(u)
+        S = len(u)
+        rates = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
+        w = self._check_weights(weights, S)
+        slices = self.slices
+        if slices is None or (not slices.chunks and (gradient == "weights" or np.any(rates))):
+            return _part(self.library, self.dim, self.n, u, rates, w, jacobian, gradient,
+                         self.threads)
+        zero = np.zeros(S)
+        if gradient != "weights" and not np.any(rates):
+            return _part(slices.prior, self.dim, 1, u, zero, None, jacobian, gradient,
+                         self.threads)
+        prior, prior_grad = _part(slices.prior, self.dim, 1, u, zero, None, jacobian,
+                                  "u" if gradient == "u" else None, self.threads)
+        extra = len(slices.chunks) - 1
+        total = -extra * prior
+        grad = None
+        if gradient == "weights":
+            grad = np.empty((S, self.n))
+        elif prior_grad is not None:
+            grad = -extra * prior_grad
+        for rows, library in slices.chunks:
+            part = None if w is None else w[..., rows]
+            lp, g = _part(library, self.dim, rows.stop - rows.start, u, rates, part, jacobian,
+                          gradient, self.threads)
+            total += lp
+            if grad is not None and g is not None:
+                if gradient == "weights":
+                    grad[:, rows] = g
+                else:
+                    grad += g
+        return np.where(np.isfinite(prior), total, -np.inf), grad
+
+    def _check_weights(self, weights: Any, S: int) -> np.ndarray | None:
+        """``weights`` (None, shape ``(n,)`` or ``(S, n)``) checked finite and non-negative."""
+        if weights is None:
+            return None
+        w = np.asarray(weights, dtype=float)
+        if w.shape not in ((self.n,), (S, self.n)):
+            raise ValueError(
+                f"weights must have shape ({self.n},) or ({S}, {self.n}), got {w.shape}")
+        if not np.all(np.isfinite(w) & (w >= 0)):
+            raise ValueError("weights must be finite and non-negative")
+        return w
 
     def _map_rows(
         self, u: np.ndarray, omega: Any, weights: Any, call: Callable[[np.ndarray], np.ndarray],
@@ -217,23 +244,59 @@ class EvaluationForm:
         """``call`` on the rows' blocks, its results stacked, shape ``(S,)`` or ``(S, columns)``."""
         u = self.check_points(u)
         out = np.empty(len(u) if columns is None else (len(u), columns))
-        for rows, block in self._blocks(u, omega, weights):
+        rates = np.broadcast_to(np.asarray(omega, dtype=float), (len(u),))
+        for rows, block in _blocks(u, rates, self._check_weights(weights, len(u)), self.n):
             out[rows] = call(block)
         return out
 
-    def _gradient_rows(
-        self, u: np.ndarray, omega: Any, weights: Any, jacobian: bool, keep: int | slice
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The target and its gradient's columns ``keep`` (the first ``keep``, or a slice)."""
-        columns = slice(0, keep) if isinstance(keep, int) else keep
-        u = self.check_points(u)
-        S = len(u)
-        lp = np.empty(S)
-        grad = np.empty((S, len(range(self.dim + 1 + self.n)[columns])))
-        for rows, block in self._blocks(u, omega, weights):
-            lp[rows], full = log_density_gradient_rows(
-                self.library, block, propto=False, jacobian=jacobian,
-                threads=self.threads, reject_as_neg_inf=True,
-            )
-            grad[rows] = full[:, columns]
-        return lp, grad
+
+def _blocks(
+    u: np.ndarray, omega: np.ndarray, w: np.ndarray | None, n: int
+) -> Iterator[tuple[slice, np.ndarray]]:
+    """Rows ``(u, omega, weights)`` in blocks of at most :data:`ROW_BUDGET` doubles.
+
+    One buffer is reused, so each block must be used before the next is asked
+    for; weights shared by every row (``None``, meaning all 1, or shape
+    ``(n,)``) are written into it once, not once per row.
+    """
+    S, D = u.shape
+    width = D + 1 + n
+    size = max(1, ROW_BUDGET // width)
+    buffer = np.empty((min(size, S), width))
+    shared = w is None or w.ndim == 1
+    if shared:
+        buffer[:, D + 1 :] = 1.0 if w is None else w
+    for i in range(0, S, size):
+        rows = slice(i, min(i + size, S))
+        block = buffer[: rows.stop - i]
+        block[:, :D] = u[rows]
+        block[:, D] = omega[rows]
+        if not shared:
+            assert w is not None
+            block[:, D + 1 :] = w[rows]
+        yield rows, block
+
+
+def _part(
+    library: bridgestan.StanModel, dim: int, n: int, u: np.ndarray, omega: np.ndarray,
+    w: np.ndarray | None, jacobian: bool, gradient: str | None, threads: int | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One loaded form's target at rows ``(u, omega, w)`` of its ``n`` observations, and
+    its gradient in ``u`` (``"u"``, shape ``(S, D)``) or in the weights (``"weights"``,
+    ``(S, n)``) or none."""
+    S = len(u)
+    lp = np.empty(S)
+    columns = {None: None, "u": slice(0, dim), "weights": slice(dim + 1, None)}[gradient]
+    grad = None if columns is None else np.empty((S, dim if gradient == "u" else n))
+    for rows, block in _blocks(u, omega, w, n):
+        if columns is None:
+            lp[rows] = log_density_rows(library, block, propto=False, jacobian=jacobian,
+                                        threads=threads, reject_as_neg_inf=True)
+            continue
+        lp[rows], full = log_density_gradient_rows(
+            library, block, propto=False, jacobian=jacobian, threads=threads,
+            reject_as_neg_inf=True,
+        )
+        assert grad is not None
+        grad[rows] = full[:, columns]
+    return lp, grad

@@ -57,6 +57,7 @@ from stanflow.gibbs.contract import (
 from stanflow.gibbs.estimate import INIT_RADIUS, Estimate, risk_minimiser
 from stanflow.gibbs.evaluation import EvaluationForm
 from stanflow.gibbs.sandwich import Sandwich, sandwich
+from stanflow.gibbs.slices import ObservationSlices, checked_slices, observation_layout
 from stanflow.models import compile_library, compile_model, load
 from stanflow.models.source import cmdstan_name, model_name
 from stanflow.toolchain import installer
@@ -108,6 +109,11 @@ class LossProgram(EvaluationForm):
     library : bridgestan.StanModel
         The evaluation form, loaded with the data (its calls are the methods of
         :class:`~stanflow.gibbs.evaluation.EvaluationForm`).
+    slices : ObservationSlices or None
+        The evaluation form also loaded on one observation (the prior) and, for
+        large data, on chunks of them (:mod:`stanflow.gibbs.slices`), where the
+        data block allows it and the slices give the whole program's prior and
+        losses at the check points; None: evaluated whole.
 
     Raises
     ------
@@ -309,10 +315,12 @@ class LossProgram(EvaluationForm):
     # -- pickled to other processes (Dask workers) ----------------------------
 
     def __getstate__(self) -> dict[str, Any]:
-        """Everything but the loaded library and executables, which each process loads."""
+        """Everything but the loaded libraries and executables, which each process loads."""
         state = self.__dict__.copy()
         del state["library"]
         state["_executables"] = {}
+        if self.slices is not None:
+            state["slices"] = (self.slices.layout, self.slices.bounds)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -322,6 +330,9 @@ class LossProgram(EvaluationForm):
         if not Path(self._library_file).exists():
             self._library_file = self._compile_evaluation_form()
         self.library = load(self._library_file, self.data)
+        if self.slices is not None:
+            layout, bounds = state["slices"]
+            self.slices = ObservationSlices.load(self._library_file, self.data, layout, bounds)
 
     def _compile_evaluation_form(self) -> Path:
         with tempfile.TemporaryDirectory(prefix="stanflow-program-") as folder:
@@ -332,7 +343,8 @@ class LossProgram(EvaluationForm):
     # -- the contract, checked when the program is loaded -----------------------
 
     def _check_contract(self) -> None:
-        """Losses finite and the target linear in omega and the weights, at random points."""
+        """Losses finite and the target linear in omega and the weights, at random points;
+        then the slices of the data that give the same values."""
         rng = np.random.default_rng(0)
         points = self._finite_points(rng)
         losses = self.losses(points)
@@ -358,6 +370,11 @@ class LossProgram(EvaluationForm):
                 "observation's loss",
             )
         self._check_generated_losses(points[0], losses[0])
+        self.slices = checked_slices(
+            self, self._library_file, self.data,
+            observation_layout(self.source.code, self.source.weights_size),
+            points, prior, losses,
+        )
 
     def _finite_points(self, rng: np.random.Generator) -> np.ndarray:
         found: list[np.ndarray] = []
