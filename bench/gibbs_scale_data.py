@@ -2,7 +2,8 @@
 
 The median regressions of ``bench/gibbs_scale.py`` at K = 5 for n = 10^3, 10^4 and 10^5,
 and at the goal's size K = 20, n = 2000: ``calibrate_path(program, rules=["plugin"],
-resamples="transport", seed=1)`` timed twice at each size, alternately
+resamples="transport", seed=1)`` timed ``--repeats`` times (default 2) each way at each
+size, alternately (which goes first swaps every repeat)
 
 - **sliced**: the program as it loads, its prior read from the evaluation form on one
   observation and, where the data pass two chunks of ``stanflow.gibbs.slices.CHUNK_BYTES``,
@@ -10,12 +11,13 @@ resamples="transport", seed=1)`` timed twice at each size, alternately
 - **whole**: the same program with ``program.slices = None``, every call on all the data
   (stanflow before the slices).
 
-Reports each wall time, the coverage evaluations, the wall per evaluation and its growth for
-10x the data, and both roots (the same up to rounding).
+Reports each wall and CPU time (the process's, all threads), the coverage evaluations, the
+medians' wall per evaluation and its growth for 10x the data, and both roots (the same up
+to rounding).
 
 Writes ``bench/results/gibbs_scale_data.json``.
 
-    python bench/gibbs_scale_data.py
+    python bench/gibbs_scale_data.py [--repeats 2]
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import argparse
 import itertools
 import time
 
-from _common import machine_info, print_table, write_results
+from _common import machine_info, median, print_table, write_results
 from gibbs_scale import B, program_for
 
 from stanflow import arviz_compat
@@ -34,49 +36,64 @@ SIZES = [(5, 1000), (5, 10_000), (5, 100_000), (20, 2000)]
 
 
 def calibration(program) -> dict:
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     c = arviz_compat.group(
         calibrate_path(program, B=B, seed=1, rules=["plugin"], resamples="transport"),
         "calibration")
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     evaluations = int(c["evaluations"])
-    return {"wall_s": wall, "evaluations": evaluations, "wall_per_evaluation_s": wall / evaluations,
+    return {"wall_s": wall, "cpu_s": cpu, "evaluations": evaluations,
             "omega": float(c["omega"]), "omega_se": float(c["omega_se"])}
 
 
-def main() -> None:
-    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
-    info = machine_info()
-    rows = []
-    for i, (K, n) in enumerate(SIZES):
-        program = program_for(K, n)
-        sliced = program.slices
-        assert sliced is not None, "the benchmark's programs can be cut"
-        row = {"K": K, "n": n, "chunks": len(sliced.chunks)}
-        for mode in (("sliced", "whole") if i % 2 == 0 else ("whole", "sliced")):
+MODES = ("sliced", "whole")
+
+
+def size_row(K: int, n: int, repeats: int) -> dict:
+    program = program_for(K, n)
+    sliced = program.slices
+    assert sliced is not None, "the benchmark's programs can be cut"
+    row: dict = {"K": K, "n": n, "chunks": len(sliced.chunks), "sliced": [], "whole": []}
+    for repeat in range(repeats):
+        for mode in (MODES if repeat % 2 == 0 else MODES[::-1]):
             program.slices = sliced if mode == "sliced" else None
-            row[mode] = calibration(program)
-            print(f"K = {K}, n = {n}, {mode}: {row[mode]['wall_s']:.1f} s, "
-                  f"{row[mode]['evaluations']} evaluations, omega {row[mode]['omega']:.4f}",
-                  flush=True)
-        row["whole_over_sliced"] = row["whole"]["wall_s"] / row["sliced"]["wall_s"]
-        rows.append(row)
+            run = calibration(program)
+            row[mode].append(run)
+            print(f"K = {K}, n = {n}, {mode}: {run['wall_s']:.1f} s (CPU {run['cpu_s']:.1f} s), "
+                  f"{run['evaluations']} evaluations, omega {run['omega']:.4f}", flush=True)
+    for mode in MODES:
+        runs = row[mode]
+        row[f"{mode}_median"] = {
+            key: median([r[key] for r in runs]) for key in ("wall_s", "cpu_s")
+        } | {"wall_per_evaluation_s": median([r["wall_s"] / r["evaluations"] for r in runs]),
+             "cpu_per_evaluation_s": median([r["cpu_s"] / r["evaluations"] for r in runs])}
+    row["whole_over_sliced"] = row["whole_median"]["wall_s"] / row["sliced_median"]["wall_s"]
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=2, help="runs each way at each size")
+    args = parser.parse_args()
+    info = machine_info()
+    rows = [size_row(K, n, args.repeats) for K, n in SIZES]
     sweep = [r for r in rows if r["K"] == 5]
     growth = {
-        mode: [b[mode]["wall_per_evaluation_s"] / a[mode]["wall_per_evaluation_s"]
-               for a, b in itertools.pairwise(sweep)]
-        for mode in ("sliced", "whole")
+        f"{mode}_{per}": [b[f"{mode}_median"][f"{per}_per_evaluation_s"]
+                          / a[f"{mode}_median"][f"{per}_per_evaluation_s"]
+                          for a, b in itertools.pairwise(sweep)]
+        for mode in MODES for per in ("wall", "cpu")
     }
-    print_table(["K", "n", "chunks", "sliced s (evals)", "whole s (evals)", "whole / sliced"],
-                [[r["K"], r["n"], r["chunks"],
-                  f"{r['sliced']['wall_s']:.1f} ({r['sliced']['evaluations']})",
-                  f"{r['whole']['wall_s']:.1f} ({r['whole']['evaluations']})",
-                  f"{r['whole_over_sliced']:.2f}"] for r in rows])
-    print("wall per evaluation for 10x n:",
-          {mode: [round(g, 1) for g in values] for mode, values in growth.items()})
+    print_table(["K", "n", "chunks", "sliced s", "whole s", "whole / sliced"],
+                [[r["K"], r["n"], r["chunks"], f"{r['sliced_median']['wall_s']:.1f}",
+                  f"{r['whole_median']['wall_s']:.1f}", f"{r['whole_over_sliced']:.2f}"]
+                 for r in rows])
+    print("per evaluation, for 10x n:", {k: [round(g, 1) for g in v] for k, v in growth.items()})
     write_results("gibbs_scale_data", {
-        "command": "python bench/gibbs_scale_data.py", "machine": info, "B": B,
-        "rows": rows, "growth_per_10x_n": growth,
+        "command": "python bench/gibbs_scale_data.py"
+        + ("" if args.repeats == 2 else f" --repeats {args.repeats}"),
+        "machine": info, "B": B, "repeats": args.repeats, "rows": rows,
+        "growth_per_10x_n": growth,
     })
 
 

@@ -226,6 +226,9 @@ def test_bad_points_are_clear_errors(schools):
         models.log_density_gradient_rows(schools, bad)
     with pytest.raises(ValueError, match="threads must be an integer >= 1"):
         models.log_density_rows(schools, np.zeros((3, 10)), threads=0)
+    good = np.random.default_rng(0).normal(size=(4, 10))  # rows the caller has checked
+    np.testing.assert_array_equal(models.log_density_rows(schools, good, check_finite=False),
+                                  models.log_density_rows(schools, good))
     with pytest.raises(ctypes.ArgumentError, match=r"shape \(10,\)"):  # bridgestan's check
         schools.log_density(np.zeros(9))
 

@@ -194,7 +194,7 @@ class EvaluationForm:
         """
         u = self.check_points(u)
         S = len(u)
-        rates = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
+        rates = _check_rates(omega, S)
         w = self._check_weights(weights, S)
         slices = self.slices
         if slices is None or (not slices.chunks and (gradient == "weights" or np.any(rates))):
@@ -244,10 +244,18 @@ class EvaluationForm:
         """``call`` on the rows' blocks, its results stacked, shape ``(S,)`` or ``(S, columns)``."""
         u = self.check_points(u)
         out = np.empty(len(u) if columns is None else (len(u), columns))
-        rates = np.broadcast_to(np.asarray(omega, dtype=float), (len(u),))
+        rates = _check_rates(omega, len(u))
         for rows, block in _blocks(u, rates, self._check_weights(weights, len(u)), self.n):
             out[rows] = call(block)
         return out
+
+
+def _check_rates(omega: Any, S: int) -> np.ndarray:
+    """``omega`` (a number or one per point) as ``S`` finite rates."""
+    rates = np.broadcast_to(np.asarray(omega, dtype=float), (S,))
+    if not np.all(np.isfinite(rates)):
+        raise ValueError(f"omega must be finite, got {omega!r}")
+    return rates
 
 
 def _blocks(
@@ -283,7 +291,7 @@ def _part(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """One loaded form's target at rows ``(u, omega, w)`` of its ``n`` observations, and
     its gradient in ``u`` (``"u"``, shape ``(S, D)``) or in the weights (``"weights"``,
-    ``(S, n)``) or none."""
+    ``(S, n)``) or none. Every value is checked finite already."""
     S = len(u)
     lp = np.empty(S)
     columns = {None: None, "u": slice(0, dim), "weights": slice(dim + 1, None)}[gradient]
@@ -291,11 +299,12 @@ def _part(
     for rows, block in _blocks(u, omega, w, n):
         if columns is None:
             lp[rows] = log_density_rows(library, block, propto=False, jacobian=jacobian,
-                                        threads=threads, reject_as_neg_inf=True)
+                                        threads=threads, reject_as_neg_inf=True,
+                                        check_finite=False)
             continue
         lp[rows], full = log_density_gradient_rows(
             library, block, propto=False, jacobian=jacobian, threads=threads,
-            reject_as_neg_inf=True,
+            reject_as_neg_inf=True, check_finite=False,
         )
         assert grad is not None
         grad[rows] = full[:, columns]
