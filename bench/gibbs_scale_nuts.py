@@ -18,9 +18,11 @@ B = 200 (the data and resamples of ``bench/gibbs_scale.py``):
    rounding term ``1/12``), and the distance between the two roots in the error of
    their difference, ``sqrt(se_moved^2 + se_nuts^2)``.
 
-Writes ``bench/results/gibbs_scale_nuts.json``.
+Writes ``bench/results/gibbs_scale_nuts.json``; with ``--K`` other sizes (n = 500) to
+``bench/results/gibbs_scale_nuts_K<K>.json``. ``--workers`` NUTS runs at a time (default 1;
+the moved design's work uses every core, the NUTS runs one core each).
 
-    python bench/gibbs_scale_nuts.py
+    python bench/gibbs_scale_nuts.py [--K 50] [--workers 2]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from _common import machine_info, print_table, write_results
@@ -71,19 +74,25 @@ def moved_root(program, seed: int = 1) -> tuple[TransportCoverage, dict]:
                       "count_variance_at_root": at_root.count_variance, "count_slope": slope}
 
 
-def nuts_count(program, coverage: TransportCoverage, counts: np.ndarray, omega: float) -> dict:
+def nuts_count(program, coverage: TransportCoverage, counts: np.ndarray, omega: float,
+               workers: int = 1) -> dict:
     """The count of covering resamples by NUTS per resample (weights ``counts``, ``(B, n)``)
-    at ``omega``, its Monte Carlo variance, and the NUTS runs' wall seconds and effective sizes."""
+    at ``omega``, its Monte Carlo variance, and the NUTS runs' wall seconds and effective sizes
+    (``workers`` runs at a time)."""
     K = len(program.names)
-    statistic, ess, seconds = np.empty(B), np.empty(B), np.empty(B)
-    for b in range(B):
+
+    def run(b: int) -> tuple[float, float, float]:
         start = time.perf_counter()
         fit = posterior(program, omega=omega, weights=counts[b], seed=b, **NUTS)
-        seconds[b] = time.perf_counter() - start
+        seconds = time.perf_counter() - start
         draws = arviz_compat.group(fit, "posterior")["beta"].values.reshape(1, -1, K)
-        statistic[b] = region_statistic_per_resample(
+        statistic = region_statistic_per_resample(
             draws, np.zeros(draws.shape[:2]), coverage.estimate, coverage.region)[0]
-        ess[b] = float(arviz_compat.ess(fit, var_names=["beta"])["beta"].min())
+        return statistic, float(arviz_compat.ess(fit, var_names=["beta"])["beta"].min()), seconds
+
+    program.model()  # compiled or loaded once, before the threads share it
+    with ThreadPoolExecutor(workers) as pool:
+        statistic, ess, seconds = map(np.array, zip(*pool.map(run, range(B)), strict=True))
     inside, flip = inside_and_flip(statistic, ess, ALPHA, scalar=False,
                                    centre=cross_fit_variance(K, ALPHA))
     return {"count": int(inside.sum()), "count_variance": float(np.sum(flip * (1 - flip))),
@@ -107,14 +116,14 @@ def interpolated_root(omegas: list[float], counts: list[int], variances: list[fl
     return math.nan, math.nan
 
 
-def compare(K: int, n: int) -> dict:
+def compare(K: int, n: int, workers: int = 1) -> dict:
     program = program_for(K, n)
     coverage, moved = moved_root(program)
     root = moved["root"]
     omegas = [root * (1 - SPREAD), root, root * (1 + SPREAD)]
     at = [coverage(w) for w in omegas]
     counts = resample_counts(coverage_indices(program), program.n)
-    nuts = [nuts_count(program, coverage, counts, w) for w in omegas]
+    nuts = [nuts_count(program, coverage, counts, w, workers) for w in omegas]
     nuts_counts = [r["count"] for r in nuts]
     nuts_root, nuts_se = interpolated_root(
         omegas, nuts_counts, [r["count_variance"] for r in nuts], (1 - ALPHA) * B)
@@ -133,15 +142,21 @@ def compare(K: int, n: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.parse_args()
+    parser.add_argument("--K", type=int, nargs="+", help="other sizes (n = 500)")
+    parser.add_argument("--workers", type=int, default=1, help="NUTS runs at a time")
+    args = parser.parse_args()
     info = machine_info()
-    rows = [compare(K, n) for K, n in SIZES]
+    sizes = SIZES if args.K is None else [(K, 500) for K in args.K]
+    rows = [compare(K, n, args.workers) for K, n in sizes]
     print_table(["K", "n", "moved root", "NUTS root", "gap / both errors"],
                 [[r["K"], r["n"], f"{r['root']:.3f} +- {r['root_se']:.3f}",
                   f"{r['nuts_root']:.3f} +- {r['nuts_root_se']:.3f}",
                   f"{r['gap_in_errors_of_both']:.1f}"] for r in rows])
-    write_results("gibbs_scale_nuts", {
-        "command": "python bench/gibbs_scale_nuts.py", "machine": info, "B": B,
+    options = "" if args.K is None else " --K " + " ".join(map(str, args.K))
+    options += "" if args.workers == 1 else f" --workers {args.workers}"
+    name = "gibbs_scale_nuts" + ("" if args.K is None else "_K" + "_".join(map(str, args.K)))
+    write_results(name, {
+        "command": "python bench/gibbs_scale_nuts.py" + options, "machine": info, "B": B,
         "nuts": NUTS, "rows": rows,
     })
 
