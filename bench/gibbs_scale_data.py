@@ -11,28 +11,63 @@ size, alternately (which goes first swaps every repeat)
 - **whole**: the same program with ``program.slices = None``, every call on all the data
   (stanflow before the slices).
 
+With ``--own``, instead, the median regression at K = 5, n = 10^4 as a user writes it (one
+Stan file, ``OWN_PROGRAM``, its prior in Stan, not the template's box): there the prior comes
+from Stan beside every total loss, so the one-observation slice is what counts; written to
+``bench/results/gibbs_scale_data_own.json``.
+
 Reports each wall and CPU time (the process's, all threads), the coverage evaluations, the
 medians' wall per evaluation and its growth for 10x the data, and both roots (the same up
 to rounding).
 
 Writes ``bench/results/gibbs_scale_data.json``.
 
-    python bench/gibbs_scale_data.py [--repeats 2]
+    python bench/gibbs_scale_data.py [--repeats 2] [--own]
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import tempfile
 import time
+from pathlib import Path
 
 from _common import machine_info, median, print_table, write_results
 from gibbs_scale import B, program_for
 
 from stanflow import arviz_compat
+from stanflow.gibbs import LossProgram
 from stanflow.gibbs.path import calibrate_path
 
 SIZES = [(5, 1000), (5, 10_000), (5, 100_000), (20, 2000)]
+OWN_SIZE = (5, 10_000)
+OWN_PROGRAM = """\
+data {
+  int<lower=1> N;
+  int<lower=1> K;
+  matrix[N, K] X;
+  vector[N] y;
+  real<lower=0> omega;
+  vector<lower=0>[N] weights;
+}
+parameters {
+  vector[K] beta;
+}
+model {
+  vector[N] u = y - X * beta;
+  target += -omega * dot_product(weights, 0.5 * u - fmin(u, 0));
+  target += normal_lpdf(beta | 0, 10);
+}
+"""
+
+
+def own_program(K: int, n: int, folder: Path) -> LossProgram:
+    """The data of ``program_for(K, n)`` in :data:`OWN_PROGRAM`, a user's own file."""
+    template = program_for(K, n)
+    file = folder / "median_regression.stan"
+    file.write_text(OWN_PROGRAM)
+    return LossProgram(file, {"N": n, "K": K, "X": template.design, "y": template.y})
 
 
 def calibration(program) -> dict:
@@ -49,8 +84,9 @@ def calibration(program) -> dict:
 MODES = ("sliced", "whole")
 
 
-def size_row(K: int, n: int, repeats: int) -> dict:
-    program = program_for(K, n)
+def size_row(K: int, n: int, repeats: int, program=None) -> dict:
+    program = program_for(K, n) if program is None else program
+    program.model()  # the prior's NUTS executable compiled before timing (a user's program)
     sliced = program.slices
     assert sliced is not None, "the benchmark's programs can be cut"
     row: dict = {"K": K, "n": n, "chunks": len(sliced.chunks), "sliced": [], "whole": []}
@@ -74,8 +110,20 @@ def size_row(K: int, n: int, repeats: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=2, help="runs each way at each size")
+    parser.add_argument("--own", action="store_true", help="a user's own program instead")
     args = parser.parse_args()
     info = machine_info()
+    if args.own:
+        with tempfile.TemporaryDirectory() as folder:
+            row = size_row(*OWN_SIZE, args.repeats, own_program(*OWN_SIZE, Path(folder)))
+        print(f"own program: whole / sliced {row['whole_over_sliced']:.2f}")
+        write_results("gibbs_scale_data_own", {
+            "command": "python bench/gibbs_scale_data.py --own"
+            + ("" if args.repeats == 2 else f" --repeats {args.repeats}"),
+            "machine": info, "B": B, "repeats": args.repeats, "program": OWN_PROGRAM,
+            "row": row,
+        })
+        return
     rows = [size_row(K, n, args.repeats) for K, n in SIZES]
     sweep = [r for r in rows if r["K"] == 5]
     growth = {

@@ -255,3 +255,16 @@ def test_the_cost_against_n_is_the_committed_run(data: dict) -> None:
             f"(10^3 to 10^5, the data cut by observation; {whole[1] / whole[0]:.1f}x and "
             f"{whole[2] / whole[1]:.1f}x whole)") in summary
     assert f"{goal['sliced_median']['wall_s']:.1f} s on the AMD host of 2026-12-06" in summary
+
+
+def test_the_own_program_row_is_the_committed_run() -> None:
+    """A user's own program (its prior in Stan) with the data cut and whole, as the bullet says."""
+    own = json.loads((REPO / "bench" / "results" / "gibbs_scale_data_own.json").read_text())
+    row = own["row"]
+    text = " ".join(section().split())
+    assert own["command"] in text
+    roots = {r["omega"] for mode in ("sliced", "whole") for r in row[mode]}
+    assert len(roots) == 1 and row["chunks"] == 0
+    assert (f"calibrated in {row['sliced_median']['wall_s']:.1f} s with the data cut against "
+            f"{row['whole_median']['wall_s']:.1f} s whole (**{row['whole_over_sliced']:.2f}x**; "
+            f"the same root, {roots.pop():.4f})") in text
