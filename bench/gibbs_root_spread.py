@@ -2,7 +2,7 @@
 
 Median regression at ``--K`` coefficients (10 or 20), n = 500, B = 200 (the data and
 resamples of ``bench/gibbs_scale.py``): the whole moved-design root (``TransportCoverage`` and
-``find_root`` / ``root_error``, as ``path_gpc`` runs them) with ``--seeds`` independent seeds
+``search_root``, as ``path_gpc`` runs them) with ``--seeds`` independent seeds
 (each seed its own path, anchors, regions and moves), against the root's stated standard
 error ``omega_se`` (the root mean square over the seeds) and beside the NUTS root stored by
 ``bench/gibbs_scale_nuts.py``.

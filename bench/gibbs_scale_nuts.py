@@ -4,7 +4,7 @@ Median regression (check loss, tau = 0.5) at K = 5, 10 and 20 coefficients, n = 
 B = 200 (the data and resamples of ``bench/gibbs_scale.py``):
 
 1. The moved design's coverage function and root (``TransportCoverage`` and
-   ``find_root``, as ``path_gpc`` runs them), with its stated error
+   ``search_root``, as ``path_gpc`` runs them), with its stated error
    ``sqrt(count_variance + 1/12) / |slope|``.
 2. Every resample's Gibbs posterior by NUTS (one chain, 300 warm-up and 1000 draws,
    as ``StanBackend(design="resample")`` runs it) at the root and at
@@ -46,7 +46,7 @@ from stanflow.gibbs.path.coverage import (
     inside_and_flip,
     region_statistic_per_resample,
 )
-from stanflow.gibbs.path.gpc_root import ROUNDING_VARIANCE, find_root, root_error
+from stanflow.gibbs.path.gpc_root import ROUNDING_VARIANCE, search_root
 from stanflow.gibbs.path.transport import TransportCoverage
 
 SIZES = [(5, 500), (10, 500), (20, 500)]
@@ -59,15 +59,13 @@ MAX_EVALUATIONS = 40
 
 def moved_root(program, seed: int = 1) -> tuple[TransportCoverage, dict]:
     """The moved design's root and its stated error, as ``path_gpc`` computes them
-    (:func:`~stanflow.gibbs.path.gpc_root.root_error`), the path and the moves seeded by ``seed``."""
+    (:func:`~stanflow.gibbs.path.gpc_root.search_root`), the path and the moves seeded by ``seed``."""
     path = LearningRatePath(program, sampler=CALIBRATION_SAMPLER, seed=seed)
     problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
     coverage = TransportCoverage(problem, seed=seed)
-    target = (1 - ALPHA) * B
     start = time.perf_counter()
-    root, history, done = find_root(coverage, 1.0, target, xtol=1e-3,
-                                   max_evaluations=MAX_EVALUATIONS)
-    at_root, slope, se = root_error(coverage, root, history, target, MAX_EVALUATIONS, B)
+    _, (root, history, done), (at_root, slope, se) = search_root(
+        coverage, len(coverage.estimate), B, ALPHA, max_evaluations=MAX_EVALUATIONS)
     wall = time.perf_counter() - start
     return coverage, {"root": root, "root_se": se, "converged": done, "wall_s": wall,
                       "evaluations": len(history), "count_at_root": at_root.count,

@@ -117,7 +117,7 @@ def test_a_crashed_calibration_resumes_to_the_uninterrupted_numbers(problem, tmp
     kwargs = {"B": B, "seed": 2, "resamples": "transport", "max_evaluations": 6}
     every = CountingExecutor()
     whole = path_gpc(path, problem.estimate, **kwargs, workers=Workers(every))
-    assert every.computed >= 3
+    assert every.computed >= 2  # so that a crash leaves one kept and one to compute
     folder = tmp_path / "gpc"
     with pytest.raises(Crash):  # the process dies before its last call ends
         path_gpc(path, problem.estimate, **kwargs,

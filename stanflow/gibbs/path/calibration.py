@@ -123,7 +123,7 @@ def calibrate_path(
     estimate: np.ndarray | None = None,
     B: int = 200,
     alpha: float = 0.05,
-    omega0: float = 1.0,
+    omega0: float | None = None,
     seed: int = 0,
     rules: Sequence[str] = RULES,
     marks: Mapping[str, float] | None = None,
@@ -157,7 +157,7 @@ def calibrate_path(
         More learning rates to mark (name -> omega), e.g. Robbins-Monro GPC's.
     omega_max : float, optional
         Sweep at least this far after the calibration (the functionals'
-        range); default the largest marked ``omega`` and ``omega0``.
+        range); default the largest marked ``omega`` and GPC's start.
     sampler : PathSampler, optional
         The path's sampler (:class:`~stanflow.gibbs.path.sampler.PathSampler`;
         :class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``); default
@@ -211,7 +211,7 @@ def calibrate_path(
         omegas[name] = float(plugin["omega"]) if name == "plugin" else float(
             omega_from_traces(plugin["sensitivity"].values, plugin["variability"].values))
     omegas.update(marks)
-    path.extend(max([*omegas.values(), float(omega0), omega_max or 0.0]))
+    path.extend(max([*omegas.values(), group.attrs["omega0"], omega_max or 0.0]))
     path_group = path.to_dataset()
     group = xr.merge([group, rules_on_path(path_group, omegas, shape=shape)],
                      combine_attrs="override")

@@ -20,7 +20,9 @@ instead of by Robbins-Monro steps:
   ``[alpha/2, 1 - alpha/2]`` (scalar, equal-tailed interval) or when the
   weight of draws strictly closer than the estimate in the weighted
   Mahalanobis distance is at most ``1 - alpha`` (vector, ellipsoid);
-- the root: from ``omega0``, double or halve until the count of covering
+- the root: from ``omega0``, double or halve (or, for particles moved to the
+  resamples, step past where a chi-squared model of the count puts the root,
+  :func:`chi2_root_guess`) until the count of covering
   resamples crosses ``(1 - alpha) B``, then the Illinois variant of regula
   falsi (the interpolation point kept inside the inner 90% of the bracket),
   stopping when the count equals ``(1 - alpha) B`` exactly (as GPC with
@@ -51,6 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 import xarray as xr
+from scipy import stats
 
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, PathCoverage
@@ -73,6 +76,11 @@ until it has, for the slope."""
 ROUNDING_VARIANCE = 1 / 12
 """The variance of a count's rounding to an integer, in the root's error."""
 RESAMPLES = ("auto", "reweight", "transport")
+OVERSHOOT = 1.1
+"""A guided step (:func:`chi2_root_guess`) goes this factor past the guessed
+root, so that the next evaluation most likely closes the bracket."""
+MIN_STEP = 1.05
+"""... and moves ``omega`` by at least this factor (at most by 2, as doubling does)."""
 AUTO_LOW_ESS_SHARE = 0.05
 """``resamples="auto"`` moves particles to the resamples when more than this
 share of them would be read from fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws."""
@@ -85,6 +93,7 @@ def find_root(
     *,
     xtol: float,
     max_evaluations: int,
+    guess: Callable[[float, int], float] | None = None,
 ) -> tuple[float, list[Evaluation], bool]:
     """Where the count of covering resamples crosses ``target``, by bracketing.
 
@@ -99,6 +108,11 @@ def find_root(
     xtol : float
         Stop when the bracket is narrower than ``xtol`` times its upper end.
     max_evaluations : int
+    guess : callable, optional
+        ``(omega, count) -> omega``: where a model of the count puts the root,
+        seen from one evaluation (:func:`chi2_root_guess`). The search for a
+        bracket then steps past the guess by :data:`OVERSHOOT` (by a factor
+        within ``[MIN_STEP, 2]``) instead of doubling or halving.
 
     Returns
     -------
@@ -121,12 +135,23 @@ def find_root(
     g0 = gap(omega0)
     if abs(g0) < 1e-9:
         return omega0, history, True
-    factor = 2.0 if g0 > 0 else 0.5
+    up = g0 > 0
+
+    def further(omega: float) -> float:
+        if guess is None:
+            return omega * (2.0 if up else 0.5)
+        ratio = guess(omega, history[-1].count) / omega
+        if up:
+            return omega * min(max(ratio * OVERSHOOT, MIN_STEP), 2.0)
+        return omega * max(min(ratio / OVERSHOOT, 1 / MIN_STEP), 0.5)
+
     near, g_near = omega0, g0
-    far, g_far = omega0 * factor, gap(omega0 * factor)
+    far = further(omega0)
+    g_far = gap(far)
     while g_far * g0 > 0 and not exhausted():
         near, g_near = far, g_far
-        far, g_far = far * factor, gap(far * factor)
+        far = further(far)
+        g_far = gap(far)
     if abs(g_far) < 1e-9:
         return far, history, True
     if g_far * g0 > 0:
@@ -151,6 +176,24 @@ def find_root(
                 g_lo /= 2
             side = -1
     return 0.5 * (lo + hi), history, hi - lo <= xtol * hi
+
+
+def chi2_root_guess(dimension: int, B: int, alpha: float) -> Callable[[float, int], float]:
+    """The root where Gaussian posteriors would put it, seen from one count.
+
+    A resample's statistic is (about) ``chi2_K`` at the right rate ``omega*``
+    and scales with ``omega / omega*`` (the posterior's precision does), so
+    the count at ``omega`` is about ``B F_K(q omega* / omega)`` with ``q`` the
+    ``chi2_K`` quantile at ``1 - alpha``: ``omega* = omega F_K^-1(count / B) / q``
+    (the count shrunk by half a resample from 0 and ``B``). ``K`` is the
+    region's dimension; one for an interval.
+    """
+    level = stats.chi2.ppf(1 - alpha, dimension)
+
+    def guess(omega: float, count: int) -> float:
+        return omega * float(stats.chi2.ppf((count + 0.5) / (B + 1), dimension)) / level
+
+    return guess
 
 
 def count_slope(
@@ -212,13 +255,41 @@ def root_error(
     return RootError(at_root, slope, sd / abs(slope))
 
 
+def search_root(
+    coverage: PathCoverage | TransportCoverage,
+    dimension: int,
+    B: int,
+    alpha: float,
+    *,
+    omega0: float | None = None,
+    xtol: float = 1e-3,
+    max_evaluations: int = 40,
+) -> tuple[float, tuple[float, list[Evaluation], bool], RootError]:
+    """GPC's root on one coverage design, as :func:`path_gpc` finds it: the start used,
+    :func:`find_root`'s ``(root, history, converged)`` and :func:`root_error`'s record.
+
+    ``omega0`` by default 1 for a reweighted path, the first-order root for moved
+    particles, whose search :func:`chi2_root_guess` guides (``dimension``: the region's).
+    """
+    guess = None
+    if isinstance(coverage, TransportCoverage):
+        guess = chi2_root_guess(dimension, B, alpha)
+        if omega0 is None:
+            omega0 = coverage.first_order_root()
+    start = 1.0 if omega0 is None else float(omega0)
+    target = (1 - alpha) * B
+    found = find_root(coverage, start, target, xtol=xtol, max_evaluations=max_evaluations,
+                      guess=guess)
+    return start, found, root_error(coverage, found[0], found[1], target, max_evaluations, B)
+
+
 def path_gpc(
     path: LearningRatePath,
     estimate: np.ndarray,
     *,
     B: int = 200,
     alpha: float = 0.05,
-    omega0: float = 1.0,
+    omega0: float | None = None,
     seed: int = 0,
     proposal_scale: float = 0.25,
     xtol: float = 1e-3,
@@ -239,8 +310,12 @@ def path_gpc(
         Bootstrap resamples, drawn from ``SeedSequence(seed)`` as
         :func:`stanflow.gibbs.gpc.calibrate_gpc` draws them.
     alpha : float, default 0.05
-    omega0 : float, default 1.0
-        Where the bracketing starts.
+    omega0 : float, optional
+        Where the bracketing starts; default 1 when the path is reweighted,
+        and the root of the coverage's first-order model when particles are
+        moved (:meth:`~stanflow.gibbs.path.transport.TransportCoverage.first_order_root`),
+        whose later steps are guided by :func:`chi2_root_guess`: moving costs more
+        the further ``omega`` moves, reweighting the same anywhere.
     seed : int, default 0
     proposal_scale : float, default 0.25
         In ``(0, 1]``; see the module docstring.
@@ -260,7 +335,7 @@ def path_gpc(
         healthy at tens of parameters, ``B`` times the in-process evaluations);
         ``"auto"``, reweighting unless more than :data:`AUTO_LOW_ESS_SHARE` of
         the resamples have fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS`
-        effective draws at ``omega0``.
+        effective draws at ``omega0`` (1 by default).
     workers : stanflow.runs.Workers, optional
         Where particles are moved to the resamples (``"transport"``): this
         process by default, or a Dask cluster; with ``out_dir``, moved blocks
@@ -293,12 +368,10 @@ def path_gpc(
     indices = bootstrap_indices(path.target.n, B, np.random.SeedSequence(seed))
     problem = BootstrapProblem(path, indices, estimate, alpha, shape).checked()
     size = len(problem.estimate)
-    coverage = choose_coverage(resamples, problem, proposal_scale, seed, omega0, workers)
-    target = (1 - alpha) * B
-    root, history, done = find_root(
-        coverage, float(omega0), target, xtol=xtol, max_evaluations=max_evaluations
-    )
-    at_root, slope, se = root_error(coverage, root, history, target, max_evaluations, B)
+    coverage = choose_coverage(resamples, problem, proposal_scale, seed,
+                               1.0 if omega0 is None else omega0, workers)
+    omega0, (root, history, done), (at_root, slope, se) = search_root(
+        coverage, size, B, alpha, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
                 else "; resamples='transport' moves particles to each resample")
@@ -336,7 +409,7 @@ def path_gpc(
             "path reweighted per resample",
             "B": B,
             "alpha": alpha,
-            "omega0": float(omega0),
+            "omega0": omega0,
             "seed": seed,
             "proposal_scale": proposal_scale,
             "xtol": xtol,
@@ -373,7 +446,8 @@ def _check_args(B, alpha, omega0, proposal_scale, xtol, max_evaluations) -> None
     check_int(B, "B")
     if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
-    check_positive(omega0, "omega0")
+    if omega0 is not None:
+        check_positive(omega0, "omega0")
     if not (isinstance(proposal_scale, (int, float)) and 0 < proposal_scale <= 1):
         raise ValueError(f"proposal_scale must be in (0, 1], got {proposal_scale!r}")
     if not (isinstance(xtol, (int, float)) and 0 < xtol < 1):

@@ -53,6 +53,7 @@ import math
 import pickle
 
 import numpy as np
+from scipy import stats
 
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path.bridge import (
@@ -244,6 +245,24 @@ class TransportCoverage:
             low_ess=int(np.sum(ess < LOW_ESS)),
             step=self._level(omega),
         )
+
+    def first_order_root(self) -> float:
+        """Where the coverage's first-order model crosses ``1 - alpha``.
+
+        Resample ``b``'s posterior, ``N(center + shift_b, (omega n H)^-1)`` to
+        first order (:func:`~stanflow.gibbs.path.resamples.first_order`), holds
+        the estimate when ``omega shift_b' n H shift_b`` is below the ``chi2_d``
+        quantile at ``1 - alpha``; the root is that quantile over the ``1 -
+        alpha`` quantile of ``shift_b' n H shift_b`` over the resamples (1 if
+        ``n H`` is not positive definite). No Stan evaluation: where GPC's
+        search starts (:func:`~stanflow.gibbs.path.gpc_root.path_gpc`).
+        """
+        shifts, precision = self.first_order.shifts, self.first_order.precision
+        distances = np.einsum("bi,ij,bj->b", shifts, precision, shifts)
+        spread = float(np.quantile(distances, 1 - self.alpha))
+        if not (np.isfinite(spread) and spread > 0 and np.all(distances >= 0)):
+            return 1.0
+        return float(stats.chi2.ppf(1 - self.alpha, shifts.shape[1])) / spread
 
     # -- moving resamples -------------------------------------------------------
 
