@@ -53,7 +53,7 @@ from stanflow.gibbs.path import (
     reweight,
 )
 from stanflow.gibbs.path.coverage import Evaluation, region_statistic
-from stanflow.gibbs.path.gpc_root import find_root, root_error
+from stanflow.gibbs.path.gpc_root import chi2_root_guess, find_root, root_error
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.losses import Loss, get_loss, loss_function
 
@@ -250,6 +250,46 @@ def test_find_root_brackets_a_step_function():
         assert len(history) < 40
     root, history, done = find_root(Count(), 1.0, 190.5, xtol=1e-9, max_evaluations=80)
     assert done and root == pytest.approx(switches[9], abs=1e-8)  # no exact hit: the jump
+
+
+@pytest.mark.parametrize("K", [1, 5, 20])
+def test_the_chi2_guess_is_the_root_of_gaussian_counts(K):
+    """Gaussian posteriors right at omega* = 1.7: a resample's statistic is chi2_K times
+    omega / omega*, so the count at omega is B F_K(q omega* / omega) (B = 10^6 here, the
+    half-resample shrink negligible); from any omega the guess is omega*."""
+    B, alpha, truth = 1_000_000, 0.05, 1.7
+    q = stats.chi2.ppf(1 - alpha, K)
+    guess = chi2_root_guess(K, B, alpha)
+    for omega in (1.0, 1.3, 1.7, 2.9):
+        count = int(np.rint(B * stats.chi2.cdf(q * truth / omega, K)))
+        assert guess(omega, count) == pytest.approx(truth, rel=1e-3), omega
+
+
+@pytest.mark.parametrize("K", [2, 20])
+def test_a_guided_search_finds_the_same_root_in_short_steps(K):
+    """B = 200 resamples with chi2_K statistics (omega* = 1.6): resample b covers while
+    omega < omega* q / T_b, a step function. Guided by the chi-squared model from omega0
+    = 1, the search lands in the same plateau as doubling does, in no more evaluations,
+    and never steps by more than the factor 2 doubling takes; at K = 20 its first step
+    lands within a quarter of the root."""
+    rng = np.random.default_rng([5, K])
+    B, alpha, truth = 200, 0.05, 1.6
+    switches = truth * stats.chi2.ppf(1 - alpha, K) / rng.chisquare(K, B)
+
+    def count(omega):
+        return Evaluation(omega, int(np.sum(switches > omega)), 0.0, 400.0, 400.0, 0, 0)
+
+    plain = find_root(count, 1.0, 190, xtol=1e-6, max_evaluations=60)
+    guided = find_root(count, 1.0, 190, xtol=1e-6, max_evaluations=60,
+                       guess=chi2_root_guess(K, B, alpha))
+    ordered = np.sort(switches)
+    for root, _, done in (plain, guided):
+        assert done and ordered[9] <= root < ordered[10]
+    omegas = np.array([e.omega for e in guided[1]])
+    assert len(omegas) <= len(plain[1])
+    assert np.all(np.abs(np.diff(np.log(omegas))) <= math.log(2) + 1e-12)
+    if K == 20:  # chi2_20's quantiles are close together: even from a count of B, one step
+        assert omegas[1] == pytest.approx(guided[0], rel=0.25)
 
 
 def test_the_root_error_reads_the_slope_beyond_the_counts_noise():

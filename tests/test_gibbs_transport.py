@@ -114,6 +114,22 @@ def test_root_equals_the_bootstrap_fixed_point_of_a_location(cmdstan):
 
 
 @pytest.mark.e2e
+def test_the_first_order_root_is_the_exact_root_of_squared_loss(cmdstan):
+    """Squared loss on a location (flat prior): resample b's Gibbs posterior at omega is
+    exactly N(mean_b, 1 / (2 omega n)), its interval holds the data's mean while
+    2 omega n (mean_b - mean)^2 <= chi2_1(0.95), so GPC's root over the resamples' own means
+    is chi2_1(0.95) / the 95% quantile of 2 n (mean_b - mean)^2: where the search starts."""
+    y = np.random.default_rng(8).normal(3.0, 1.5, 80)
+    program = location_program(y, loss="squared", bounds=(-20, 20))
+    path = LearningRatePath(program, sampler=PathSampler(n_particles=500, n_moves=1), seed=0)
+    indices = bootstrap_indices(len(y), 200, np.random.SeedSequence(4))
+    problem = BootstrapProblem(path, indices, np.array([y.mean()]), 0.05)
+    distances = 2 * len(y) * (y[indices].mean(axis=1) - y.mean()) ** 2
+    exact = chi2.ppf(0.95, 1) / np.quantile(distances, 0.95)
+    assert TransportCoverage(problem).first_order_root() == pytest.approx(exact, rel=1e-6)
+
+
+@pytest.mark.e2e
 def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan):
     """K = 10, n = 300: every resample's region statistic against the same statistic
     from 10^4 NUTS draws of that resample's Gibbs posterior (the resample design).
