@@ -74,6 +74,8 @@ def calibration(program, resamples: str) -> dict:
         "ess_median_at_root": float(c["ess_median"].values[at_root]),
         "ess_min_over_evaluations": float(c["ess_min"].min()),
         "low_ess_share": float(c["low_ess_share"]),
+        "omega0": float(c.attrs["omega0"]),
+        "omega_path": [float(w) for w in c["omega_path"].values],
     }
     if "resample_moves" in c:
         record |= {"resample_moves": int(c["resample_moves"]),
