@@ -8,7 +8,8 @@ error ``omega_se`` (the root mean square over the seeds) and beside the NUTS roo
 ``bench/gibbs_scale_nuts.py``.
 
 Writes the size's entry of ``bench/results/gibbs_root_spread.json`` (the other sizes' entries,
-each with its own command and machine, are kept).
+each with its own command and machine, are kept, and so are the other keys: ``doubling_search``
+holds the entries made before GPC's search for the moved design was guided, at commit 3a0e273).
 
     python bench/gibbs_root_spread.py --K 20 [--seeds 10]
 """
@@ -65,9 +66,10 @@ def main() -> None:
         "nuts_root": nuts["nuts_root"], "nuts_root_se": nuts["nuts_root_se"],
     }
     stored = RESULTS / "gibbs_root_spread.json"
-    sizes = json.loads(stored.read_text())["sizes"] if stored.exists() else []
-    sizes = sorted([s for s in sizes if s["K"] != args.K] + [entry], key=lambda s: s["K"])
-    write_results("gibbs_root_spread", {"sizes": sizes})
+    kept = json.loads(stored.read_text()) if stored.exists() else {"sizes": []}
+    kept["sizes"] = sorted([s for s in kept["sizes"] if s["K"] != args.K] + [entry],
+                           key=lambda s: s["K"])
+    write_results("gibbs_root_spread", kept)
 
 
 if __name__ == "__main__":
