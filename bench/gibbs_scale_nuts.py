@@ -64,12 +64,15 @@ def moved_root(program, seed: int = 1) -> tuple[TransportCoverage, dict]:
     problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
     coverage = TransportCoverage(problem, seed=seed)
     start = time.perf_counter()
-    _, (root, history, done), (at_root, slope, se) = search_root(
-        coverage, len(coverage.estimate), B, ALPHA, max_evaluations=MAX_EVALUATIONS)
+    found = search_root(coverage, len(coverage.estimate), B, ALPHA,
+                        max_evaluations=MAX_EVALUATIONS)
     wall = time.perf_counter() - start
-    return coverage, {"root": root, "root_se": se, "converged": done, "wall_s": wall,
-                      "evaluations": len(history), "count_at_root": at_root.count,
-                      "count_variance_at_root": at_root.count_variance, "count_slope": slope}
+    at_root = found.error.at_root
+    return coverage, {"root": found.root, "root_se": found.error.se,
+                      "converged": found.converged, "wall_s": wall,
+                      "evaluations": len(found.history), "count_at_root": at_root.count,
+                      "count_variance_at_root": at_root.count_variance,
+                      "count_slope": found.error.slope}
 
 
 def nuts_count(program, coverage: TransportCoverage, counts: np.ndarray, omega: float,

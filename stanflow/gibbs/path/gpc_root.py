@@ -255,6 +255,27 @@ def root_error(
     return RootError(at_root, slope, sd / abs(slope))
 
 
+class RootSearch(NamedTuple):
+    """GPC's root on one coverage design (:func:`search_root`).
+
+    Attributes
+    ----------
+    start : float
+        Where the search started.
+    root : float
+    history : list of Evaluation
+        Every evaluation, in order (those for the slope included).
+    converged : bool
+    error : RootError
+    """
+
+    start: float
+    root: float
+    history: list[Evaluation]
+    converged: bool
+    error: RootError
+
+
 def search_root(
     coverage: PathCoverage | TransportCoverage,
     dimension: int,
@@ -264,12 +285,12 @@ def search_root(
     omega0: float | None = None,
     xtol: float = 1e-3,
     max_evaluations: int = 40,
-) -> tuple[float, tuple[float, list[Evaluation], bool], RootError]:
-    """GPC's root on one coverage design, as :func:`path_gpc` finds it: the start used,
-    :func:`find_root`'s ``(root, history, converged)`` and :func:`root_error`'s record.
+) -> RootSearch:
+    """GPC's root on one coverage design and its error, as :func:`path_gpc` finds them.
 
-    ``omega0`` by default 1 for a reweighted path, the first-order root for moved
-    particles, whose search :func:`chi2_root_guess` guides (``dimension``: the region's).
+    ``omega0`` by default 1 for a reweighted path; for moved particles the
+    first-order root, and the search is guided by :func:`chi2_root_guess`
+    (``dimension``: the region's).
     """
     guess = None
     if isinstance(coverage, TransportCoverage):
@@ -278,9 +299,10 @@ def search_root(
             omega0 = coverage.first_order_root()
     start = 1.0 if omega0 is None else float(omega0)
     target = (1 - alpha) * B
-    found = find_root(coverage, start, target, xtol=xtol, max_evaluations=max_evaluations,
-                      guess=guess)
-    return start, found, root_error(coverage, found[0], found[1], target, max_evaluations, B)
+    root, history, done = find_root(coverage, start, target, xtol=xtol,
+                                    max_evaluations=max_evaluations, guess=guess)
+    error = root_error(coverage, root, history, target, max_evaluations, B)
+    return RootSearch(start, root, history, done, error)
 
 
 def path_gpc(
@@ -370,8 +392,9 @@ def path_gpc(
     size = len(problem.estimate)
     coverage = choose_coverage(resamples, problem, proposal_scale, seed,
                                1.0 if omega0 is None else omega0, workers)
-    omega0, (root, history, done), (at_root, slope, se) = search_root(
-        coverage, size, B, alpha, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
+    found = search_root(coverage, size, B, alpha, omega0=omega0, xtol=xtol,
+                        max_evaluations=max_evaluations)
+    history, (at_root, slope, se) = found.history, found.error
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
                 else "; resamples='transport' moves particles to each resample")
@@ -384,11 +407,11 @@ def path_gpc(
     wall = time.perf_counter() - start
     return xr.Dataset(
         {
-            "omega": ((), root),
+            "omega": ((), found.root),
             "omega_se": ((), se),
             "count_variance": ((), at_root.count_variance),
             "count_slope": ((), slope),
-            "converged": ((), done),
+            "converged": ((), found.converged),
             "evaluations": ((), len(history)),
             "coverage": ((), at_root.count / B),
             "estimate": (("param",), problem.estimate),
@@ -409,7 +432,7 @@ def path_gpc(
             "path reweighted per resample",
             "B": B,
             "alpha": alpha,
-            "omega0": omega0,
+            "omega0": found.start,
             "seed": seed,
             "proposal_scale": proposal_scale,
             "xtol": xtol,
