@@ -20,7 +20,8 @@ Reports each wall and CPU time (the process's, all threads), the coverage evalua
 medians' wall per evaluation and its growth for 10x the data, and both roots (the same up
 to rounding).
 
-Writes ``bench/results/gibbs_scale_data.json``.
+Writes ``bench/results/gibbs_scale_data.json`` (keeping its ``doubling_search``: the run made
+before GPC's search for the moved design was guided, at commit 3a0e273).
 
     python bench/gibbs_scale_data.py [--repeats 2] [--own]
 """
@@ -29,11 +30,12 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import tempfile
 import time
 from pathlib import Path
 
-from _common import machine_info, median, print_table, write_results
+from _common import RESULTS_DIR, machine_info, median, print_table, write_results
 from gibbs_scale import B, program_for
 
 from stanflow import arviz_compat
@@ -138,12 +140,15 @@ def main() -> None:
                   f"{r['whole_median']['wall_s']:.1f}", f"{r['whole_over_sliced']:.2f}"]
                  for r in rows])
     print("per evaluation, for 10x n:", {k: [round(g, 1) for g in v] for k, v in growth.items()})
+    stored = RESULTS_DIR / "gibbs_scale_data.json"
+    kept = {key: value for key, value in json.loads(stored.read_text()).items()
+            if key == "doubling_search"} if stored.exists() else {}
     write_results("gibbs_scale_data", {
         "command": "python bench/gibbs_scale_data.py"
         + ("" if args.repeats == 2 else f" --repeats {args.repeats}"),
         "machine": info, "B": B, "repeats": args.repeats, "rows": rows,
         "growth_per_10x_n": growth,
-    })
+    } | kept)
 
 
 if __name__ == "__main__":
