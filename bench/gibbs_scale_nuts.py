@@ -64,8 +64,7 @@ def moved_root(program, seed: int = 1) -> tuple[TransportCoverage, dict]:
     problem = BootstrapProblem(path, coverage_indices(program), program.estimate().theta, ALPHA)
     coverage = TransportCoverage(problem, seed=seed)
     start = time.perf_counter()
-    found = search_root(coverage, len(coverage.estimate), B, ALPHA,
-                        max_evaluations=MAX_EVALUATIONS)
+    found = search_root(coverage, max_evaluations=MAX_EVALUATIONS)
     wall = time.perf_counter() - start
     at_root = found.error.at_root
     return coverage, {"root": found.root, "root_se": found.error.se,

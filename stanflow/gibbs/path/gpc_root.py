@@ -278,9 +278,6 @@ class RootSearch(NamedTuple):
 
 def search_root(
     coverage: PathCoverage | TransportCoverage,
-    dimension: int,
-    B: int,
-    alpha: float,
     *,
     omega0: float | None = None,
     xtol: float = 1e-3,
@@ -289,12 +286,13 @@ def search_root(
     """GPC's root on one coverage design and its error, as :func:`path_gpc` finds them.
 
     ``omega0`` by default 1 for a reweighted path; for moved particles the
-    first-order root, and the search is guided by :func:`chi2_root_guess`
-    (``dimension``: the region's).
+    first-order root, and the search is guided by :func:`chi2_root_guess` (on the
+    region's dimension, the coverage's ``B`` and ``alpha``).
     """
+    B, alpha = len(coverage.counts), coverage.alpha
     guess = None
     if isinstance(coverage, TransportCoverage):
-        guess = chi2_root_guess(dimension, B, alpha)
+        guess = chi2_root_guess(len(coverage.estimate), B, alpha)
         if omega0 is None:
             omega0 = coverage.first_order_root()
     start = 1.0 if omega0 is None else float(omega0)
@@ -392,8 +390,7 @@ def path_gpc(
     size = len(problem.estimate)
     coverage = choose_coverage(resamples, problem, proposal_scale, seed,
                                1.0 if omega0 is None else omega0, workers)
-    found = search_root(coverage, size, B, alpha, omega0=omega0, xtol=xtol,
-                        max_evaluations=max_evaluations)
+    found = search_root(coverage, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
     history, (at_root, slope, se) = found.history, found.error
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
