@@ -17,11 +17,12 @@ from Stan beside every total loss, so the one-observation slice is what counts; 
 ``bench/results/gibbs_scale_data_own.json``.
 
 Reports each wall and CPU time (the process's, all threads), the coverage evaluations, the
-medians' wall per evaluation and its growth for 10x the data, and both roots (the same up
+medians' wall (in all and per evaluation) and their growth for 10x the data, and both roots (the same up
 to rounding).
 
-Writes ``bench/results/gibbs_scale_data.json`` (keeping its ``doubling_search``: the run made
-before GPC's search for the moved design was guided, at commit 3a0e273).
+Writes ``bench/results/gibbs_scale_data.json``, keeping two earlier runs: ``doubling_search``
+(before GPC's search for the moved design was guided, commit 3a0e273) and ``prior_start``
+(before the moved design started its path near the data, commit 958013e).
 
     python bench/gibbs_scale_data.py [--repeats 2] [--own]
 """
@@ -134,15 +135,19 @@ def main() -> None:
                           / a[f"{mode}_median"][f"{per}_per_evaluation_s"]
                           for a, b in itertools.pairwise(sweep)]
         for mode in MODES for per in ("wall", "cpu")
+    } | {
+        f"{mode}_total_wall": [b[f"{mode}_median"]["wall_s"] / a[f"{mode}_median"]["wall_s"]
+                               for a, b in itertools.pairwise(sweep)]
+        for mode in MODES
     }
     print_table(["K", "n", "chunks", "sliced s", "whole s", "whole / sliced"],
                 [[r["K"], r["n"], r["chunks"], f"{r['sliced_median']['wall_s']:.1f}",
                   f"{r['whole_median']['wall_s']:.1f}", f"{r['whole_over_sliced']:.2f}"]
                  for r in rows])
-    print("per evaluation, for 10x n:", {k: [round(g, 1) for g in v] for k, v in growth.items()})
+    print("for 10x n:", {k: [round(g, 1) for g in v] for k, v in growth.items()})
     stored = RESULTS_DIR / "gibbs_scale_data.json"
     kept = {key: value for key, value in json.loads(stored.read_text()).items()
-            if key == "doubling_search"} if stored.exists() else {}
+            if key in ("doubling_search", "prior_start")} if stored.exists() else {}
     write_results("gibbs_scale_data", {
         "command": "python bench/gibbs_scale_data.py"
         + ("" if args.repeats == 2 else f" --repeats {args.repeats}"),

@@ -222,7 +222,8 @@ DATA_SIZES = REPO / "bench" / "results" / "gibbs_scale_data.json"
 
 def test_the_cost_against_n_is_the_committed_run(data: dict) -> None:
     """The data cut by observation against whole, and the growth in n, as the bullets state them
-    (with the guided search; the doubling search's run kept beside it)."""
+    (the path started near the data; the runs from the prior and with the doubling search kept
+    beside it)."""
     sized = json.loads(DATA_SIZES.read_text())
     text = " ".join(section().split())
     assert sized["command"] in text and sized["machine"]["cpu_model"].startswith("AMD")
@@ -230,14 +231,18 @@ def test_the_cost_against_n_is_the_committed_run(data: dict) -> None:
     def by_size(run: dict) -> dict:
         return {(r["K"], r["n"]): r for r in run["rows"]}
 
-    rows, before = by_size(sized), by_size(sized["doubling_search"])
+    rows = by_size(sized)
+    prior, doubling = by_size(sized["prior_start"]), by_size(sized["doubling_search"])
     sweep = [rows[(5, n)] for n in (1000, 10_000, 100_000)]
     for mode, words in (("sliced", "the calibration took"), ("whole", "evaluated whole, as before,")):
         walls = [r[f"{mode}_median"]["wall_s"] for r in sweep]
         growth = f"{walls[1] / walls[0]:.1f}x and {walls[2] / walls[1]:.1f}x"
+        assert max(walls[1] / walls[0], walls[2] / walls[1]) <= 10  # linear in n
         assert (f"{words} {walls[0]:.1f} s, {walls[1]:.1f} s and {walls[2]:.1f} s: **{growth} for 10x "
                 "the data**" if mode == "sliced" else
                 f"{words} {walls[0]:.1f} s, {walls[1]:.1f} s and {walls[2]:.1f} s ({growth})") in text
+        assert sized["growth_per_10x_n"][f"{mode}_total_wall"] == pytest.approx(
+            [walls[1] / walls[0], walls[2] / walls[1]])
     largest = sweep[2]
     assert largest["chunks"] == 13 and sweep[0]["chunks"] == sweep[1]["chunks"] == 0
     assert f"the chunks take {largest['whole_over_sliced']:.2f}x off at n = 10^5" in text
@@ -245,25 +250,34 @@ def test_the_cost_against_n_is_the_committed_run(data: dict) -> None:
     assert f"the runs: {runs[0]} s cut, {runs[1]} s whole" in text
     assert (f"({sweep[0]['whole_over_sliced']:.2f}, {sweep[1]['whole_over_sliced']:.2f} and "
             f"{rows[(20, 2000)]['whole_over_sliced']:.2f})") in text
-    old = [before[(5, n)]["sliced_median"]["wall_s"] for n in (1000, 10_000, 100_000)]
-    assert (f"the cut data took {old[0]:.1f} s, {old[1]:.1f} s and {old[2]:.1f} s "
-            f"({old[1] / old[0]:.1f}x and {old[2] / old[1]:.1f}x)") in text
-    goal, old_goal = rows[(20, 2000)], before[(20, 2000)]
+    evaluations = [r["sliced"][0]["evaluations"] for r in sweep]
+    roots = [r["sliced"][0]["omega"] for r in sweep]
+    assert (f"The searches took {evaluations[0]}, {evaluations[1]} and {evaluations[2]} evaluations "
+            f"(the roots {roots[0]:.3f}, {roots[1]:.3f} and {roots[2]:.3f})") in text
+    per = sized["growth_per_10x_n"]["sliced_wall"]
+    assert f"(it grows {per[0]:.1f}x and {per[1]:.1f}x)" in text
+    for run, words in ((prior, "the cut data took"), (doubling, "the cut data took")):
+        old = [run[(5, n)]["sliced_median"]["wall_s"] for n in (1000, 10_000, 100_000)]
+        assert (f"{words} {old[0]:.1f} s, {old[1]:.1f} s and {old[2]:.1f} s "
+                f"({old[1] / old[0]:.1f}x and {old[2] / old[1]:.1f}x)") in text
+    goal, old_goal = rows[(20, 2000)], doubling[(20, 2000)]
     cost_10k = next(r["transport"] for r in data["cost"] if (r["K"], r["n"]) == (5, 10_000))
     assert (f"K = 20, n = 2000 took {old_goal['sliced_median']['wall_s']:.1f} s here "
             f"({old_goal['whole_median']['wall_s']:.1f} s evaluated whole) with the doubling search, "
             f"over the 60 s goal that the Xeon host met in {data['goal']['wall_s']:.1f} s") in text
     assert old_goal["sliced_median"]["wall_s"] > 60 >= goal["sliced_median"]["wall_s"]
-    assert (f"to {goal['sliced_median']['wall_s']:.1f} s with the data cut "
-            f"({goal['whole_median']['wall_s']:.1f} s whole)") in text
+    assert (f"{goal['sliced_median']['wall_s']:.1f} s with the data cut and "
+            f"{goal['whole_median']['wall_s']:.1f} s whole in the side-by-side run") in text
     assert (f"n = 10^4 took {cost_10k['wall_s']:.1f} s there and "
-            f"{before[(5, 10_000)]['sliced_median']['wall_s']:.1f} s here") in text
+            f"{doubling[(5, 10_000)]['sliced_median']['wall_s']:.1f} s here") in text
     summary = DOC.read_text().split(HEADING)[0]
     walls = [r["sliced_median"]["wall_s"] for r in sweep]
     whole = [r["whole_median"]["wall_s"] for r in sweep]
+    top = prior[(5, 100_000)]["sliced_median"]["wall_s"] / prior[(5, 10_000)]["sliced_median"]["wall_s"]
     assert (f"{walls[1] / walls[0]:.1f}x and {walls[2] / walls[1]:.1f}x per calibration for 10x n "
             f"(10^3 to 10^5, the data cut by observation; {whole[1] / whole[0]:.1f}x and "
-            f"{whole[2] / whole[1]:.1f}x whole)") in summary
+            f"{whole[2] / whole[1]:.1f}x whole), where a path from the prior took {top:.1f}x at "
+            "the top") in summary
     assert (f"the search that doubled from omega0 = 1 took "
             f"{old_goal['sliced_median']['wall_s']:.1f} s ({data['goal']['wall_s']:.1f} s on the "
             "Intel host") in summary
@@ -286,7 +300,8 @@ GOAL = REPO / "bench" / "results" / "gibbs_scale_goal.json"
 
 
 def test_the_goal_size_is_the_committed_run() -> None:
-    """K = 20, n = 2000 on this host with the guided search, as the goal and the summary state it."""
+    """K = 20, n = 2000 on this host, the path started near the data (and from the prior, kept
+    beside it), as the goal and the summary state it."""
     run = json.loads(GOAL.read_text())
     text = " ".join(section().split())
     walls = [r["wall_s"] for r in run["runs"]]
@@ -298,11 +313,20 @@ def test_the_goal_size_is_the_committed_run() -> None:
             f"{first['resample_moves']} resample moves, the root {first['omega']:.3f} +- "
             f"{first['omega_se']:.3f};") in text
     assert run["met"] == {"time": True, "ess": True} and run["wall_s_median"] <= 60
-    assert (f"at the first-order root {first['omega0']:.3f}, moves all {run['B']} resamples "
-            f"from the full data's posterior; the four after it, at most 10% from the root, move "
-            f"{first['resample_moves'] - run['B']} more") in text
-    assert len(first["omega_path"]) == 5
-    assert max(abs(w / first["omega"] - 1) for w in first["omega_path"][1:]) <= 0.1 + 1e-4
-    assert f"the guided search takes it to {run['wall_s_median']:.1f} s" in text
+    assert f"at the first-order root {first['omega0']:.3f}, moves all {run['B']} resamples" in text
+    path, root = first["omega_path"], first["omega"]
+    assert len(path) == 10 and path[0] == first["omega0"]
+    assert max(abs(w / root - 1) for w in path[:6]) <= 0.1  # five more, within 10%
+    slope = [root / 1.1, root * 1.1, root / 1.25, root * 1.25]
+    assert path[6:] == pytest.approx(slope, rel=1e-3)
+    assert f"{first['resample_moves']} resample moves in all" in text
+    before = run["prior_start"]
+    old_walls = [r["wall_s"] for r in before["runs"]]
+    old = before["runs"][0]
+    assert (f"with the path from the prior the same command took {before['wall_s_median']:.1f} s "
+            f"({min(old_walls):.1f}-{max(old_walls):.1f} s; {old['evaluations']} evaluations, "
+            f"{old['resample_moves']} moves, root {old['omega']:.3f} +- {old['omega_se']:.3f};") in text
+    assert (f"the guided search took it to {before['wall_s_median']:.1f} s with the path from the "
+            f"prior and {run['wall_s_median']:.1f} s with the path started near the data") in text
     summary = DOC.read_text().split(HEADING)[0]
     assert f"| {run['wall_s_median']:.1f} s on the AMD host of 2026-12-06 (median of 3 runs;" in summary

@@ -5,10 +5,12 @@
 - :mod:`~stanflow.gibbs.path.sampler`: the sweep's settings, one argument
   object (:class:`PathSampler`: particles, moves, ``target_ess``), and
   :func:`calibrate_path`'s own default, :data:`CALIBRATION_SAMPLER`;
-- :mod:`~stanflow.gibbs.path.sweep`: the sweep (:class:`PathLevel`, the
-  kernels, the extendable loop :class:`LearningRatePath`) and
-  :func:`gibbs_path`, which returns the results; NUTS moves through the run
-  layer are :mod:`~stanflow.gibbs.path.moves`;
+- :mod:`~stanflow.gibbs.path.sweep`: the sweep (the extendable loop
+  :class:`LearningRatePath`) and :func:`gibbs_path`, which returns the
+  results; its kernels (:class:`PathLevel`, one schedule point, and the steps)
+  are :mod:`~stanflow.gibbs.path.levels`, NUTS moves through the run layer
+  :mod:`~stanflow.gibbs.path.moves`, a start at a Gaussian near the data
+  instead of the prior (:class:`GaussianStart`) :mod:`~stanflow.gibbs.path.start`;
 - :mod:`~stanflow.gibbs.path.read`: the Gibbs posterior at any ``omega`` from
   the particles (:func:`reweight`, :func:`cdf`, :func:`weighted_quantile`) and
   its functionals against ``omega`` (:func:`functionals`);
@@ -24,13 +26,16 @@ See ``docs/gibbs.md``.
 from stanflow.gibbs.path.calibration import calibrate_path, rules_on_path
 from stanflow.gibbs.path.figure import plot_path
 from stanflow.gibbs.path.gpc_root import path_gpc
+from stanflow.gibbs.path.levels import PathLevel
 from stanflow.gibbs.path.read import cdf, functionals, reweight, weighted_quantile
 from stanflow.gibbs.path.sampler import CALIBRATION_SAMPLER, PathSampler
-from stanflow.gibbs.path.sweep import LearningRatePath, PathLevel, gibbs_path
+from stanflow.gibbs.path.start import GaussianStart
+from stanflow.gibbs.path.sweep import LearningRatePath, gibbs_path
 from stanflow.gibbs.path.target import PathTarget
 
 __all__ = [
     "CALIBRATION_SAMPLER",
+    "GaussianStart",
     "LearningRatePath",
     "PathLevel",
     "PathSampler",

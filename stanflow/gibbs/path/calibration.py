@@ -147,8 +147,9 @@ def calibrate_path(
         GPC (:func:`~stanflow.gibbs.path.gpc_root.path_gpc`): the same resamples as
         :func:`stanflow.gibbs.gpc.calibrate_gpc` with this ``seed`` and ``B``;
         ``resamples`` says how each resample's posterior is read (by default
-        particles are moved to the resamples when reweighting the path would
-        leave too few effective), ``workers`` where particles are moved
+        particles are moved to the resamples from five parameters on, or when
+        reweighting the path would leave too few effective; the path then
+        starts near the data, its functionals from there), ``workers`` where particles are moved
         (:class:`stanflow.runs.Workers`: this process, or a Dask cluster, with
         retries and a folder keeping the work for a rerun).
     rules : sequence of {"plugin", "holmes_walker"}, default both

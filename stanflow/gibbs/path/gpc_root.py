@@ -81,6 +81,11 @@ OVERSHOOT = 1.1
 root, so that the next evaluation most likely closes the bracket."""
 MIN_STEP = 1.05
 """... and moves ``omega`` by at least this factor (at most by 2, as doubling does)."""
+AUTO_TRANSPORT_DIMENSION = 5
+"""``resamples="auto"`` moves particles to the resamples, without trying the
+reweighted path, from this many parameters on (reweighting degenerates like
+``exp(-c K)``: at five coefficients already more than :data:`AUTO_LOW_ESS_SHARE`
+of the resamples are read from too few draws, ``docs/benchmarks.md``)."""
 AUTO_LOW_ESS_SHARE = 0.05
 """``resamples="auto"`` moves particles to the resamples when more than this
 share of them would be read from fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws."""
@@ -353,9 +358,12 @@ def path_gpc(
         cheap, healthy for a few parameters); ``"transport"``, particles moved
         to each resample (:class:`~stanflow.gibbs.path.transport.TransportCoverage`:
         healthy at tens of parameters, ``B`` times the in-process evaluations);
-        ``"auto"``, reweighting unless more than :data:`AUTO_LOW_ESS_SHARE` of
-        the resamples have fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS`
-        effective draws at ``omega0`` (1 by default).
+        ``"auto"``, moved particles for :data:`AUTO_TRANSPORT_DIMENSION` or more
+        parameters, else reweighting unless more than :data:`AUTO_LOW_ESS_SHARE`
+        of the resamples have fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS`
+        effective draws at ``omega0`` (1 by default). Moved particles start a
+        path not yet swept near the data, not at the prior
+        (:meth:`~stanflow.gibbs.path.transport.TransportCoverage.path_start`).
     workers : stanflow.runs.Workers, optional
         Where particles are moved to the resamples (``"transport"``): this
         process by default, or a Dask cluster; with ``out_dir``, moved blocks
@@ -446,6 +454,8 @@ def choose_coverage(
     workers: Workers | None = None,
 ) -> PathCoverage | TransportCoverage:
     """The coverage function of the ``resamples`` design (:func:`path_gpc`)."""
+    if resamples == "auto" and len(problem.estimate) >= AUTO_TRANSPORT_DIMENSION:
+        resamples = "transport"
     if resamples != "transport":
         reweighted = PathCoverage(problem, proposal_scale)
         if resamples == "reweight" or reweighted(omega0).low_ess <= AUTO_LOW_ESS_SHARE * len(

@@ -3,7 +3,10 @@
 The ``path`` group of :func:`stanflow.gibbs.path.gibbs_path` holds equally
 weighted particles at the schedule points ``omega_0 = 0 < ... < omega_K``. The
 Gibbs posterior at any ``omega`` in ``[0, omega_K]`` is read from the last
-schedule point ``k`` at or below it by self-normalised importance weights
+schedule point ``k`` at or below it (a path that starts at ``omega_0 > 0``,
+:mod:`stanflow.gibbs.path.start`, reads below ``omega_0`` from its first
+point, with weights that grow in the tails: its ``ess`` says how well) by
+self-normalised importance weights
 
     log w_i = -omega L_n(theta_i) - g_k(theta_i),
 
@@ -98,7 +101,8 @@ def reweight(path: xr.Dataset, omega: float) -> Reweighted:
     path : xarray.Dataset
         The ``path`` group.
     omega : float
-        In ``[0, omega_max]``.
+        In ``[0, omega_max]``; below the path's first schedule point (a path
+        started at a Gaussian) read from that point.
 
     Returns
     -------
@@ -109,7 +113,7 @@ def reweight(path: xr.Dataset, omega: float) -> Reweighted:
         raise ValueError(
             f"omega must lie in [0, {omegas[-1]}] (the path's range), got {omega!r}"
         )
-    k = int(np.searchsorted(omegas, omega, side="right") - 1)
+    k = max(0, int(np.searchsorted(omegas, omega, side="right") - 1))
     loss = path["total_loss"].values[k]
     q, omega_max = float(path.attrs["q"]), float(path.attrs["omega_max"])
     log_w = -omega * loss - log_level_density(loss, float(omegas[k]), omega_max, q)
@@ -166,10 +170,12 @@ def cdf(reweighted: Reweighted, x: np.ndarray, param: int = 0) -> tuple[np.ndarr
 
 
 def default_omegas(path: xr.Dataset, points: int = 151) -> np.ndarray:
-    """The schedule, 0, and ``points`` geometric points from ``omega_max / 1000``."""
-    omega_max = float(path["omega"].values[-1])
-    grid = np.geomspace(omega_max / 1000, omega_max, points)
-    return np.unique(np.concatenate([[0.0], path["omega"].values, grid]))
+    """The schedule and ``points`` geometric points from ``omega_max / 1000`` (or
+    the path's first ``omega``, if larger) to ``omega_max``."""
+    omegas = path["omega"].values
+    omega_max = float(omegas[-1])
+    grid = np.geomspace(max(omega_max / 1000, float(omegas[0])), omega_max, points)
+    return np.unique(np.concatenate([omegas, grid]))
 
 
 def functionals(

@@ -20,8 +20,13 @@ With ``q < 1`` the sweep follows the q-path between the same endpoints
 (:func:`stanflow.qpaths.qmath.log_qpath`); its intermediate levels are then not
 Gibbs posteriors, and every ``omega`` is read from them by importance weights.
 
-The pieces: :class:`PathLevel` (one schedule point), the kernels
-:func:`initial_level`, :func:`next_omega` and :func:`advance`, the loop
+A path can also start at a learning rate ``omega_0 > 0`` from particles bridged
+from a Gaussian near the data (:mod:`stanflow.gibbs.path.start`): its cost is
+then linear in ``n`` instead of ``n log n``, and it reads ``omega`` from
+``omega_0`` on.
+
+The pieces: the kernels (:mod:`stanflow.gibbs.path.levels`: :class:`PathLevel`,
+one schedule point, and the steps between them), the loop
 :class:`LearningRatePath` (which can extend a geometric path to a larger
 ``omega_max``), and :func:`gibbs_path`, which returns ``InferenceData``.
 """
@@ -31,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -39,6 +44,13 @@ from threadpoolctl import ThreadpoolController
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.gibbs.path.levels import (
+    PathLevel,
+    advance,
+    initial_level,
+    next_omega,
+    start_level,
+)
 from stanflow.gibbs.path.moves import NutsMoves
 from stanflow.gibbs.path.read import default_omegas, functionals
 from stanflow.gibbs.path.sampler import (
@@ -47,141 +59,15 @@ from stanflow.gibbs.path.sampler import (
     as_sampler,
     check_particles,
 )
+from stanflow.gibbs.path.start import GaussianStart
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.program import LossProgram
-from stanflow.qpaths import smc_step
-from stanflow.qpaths.kernels import (
-    RESAMPLING,
-    MoveKernel,
-    Particles,
-    next_beta,
-    rwm_moves,
-)
+from stanflow.qpaths.kernels import RESAMPLING, MoveKernel, rwm_moves
 from stanflow.qpaths.qmath import check_q
 from stanflow.qpaths.self_tuning import SelfTuningMoves
 from stanflow.validation import check_int
 
 _BLAS = ThreadpoolController()
-
-
-class PathLevel(NamedTuple):
-    """One schedule point of the path: equally weighted particles.
-
-    Attributes
-    ----------
-    omega : float
-        The learning rate (``beta * omega_max``).
-    z : ndarray, shape (N, d)
-        Particles after resampling and moves, where the target's particles
-        live (:class:`~stanflow.gibbs.path.target.PathTarget`).
-    loss : ndarray, shape (N,)
-        Their total losses ``L_n(theta)``.
-    log_prior : ndarray, shape (N,)
-        Their prior log densities (normalised on the box).
-    log_z : float
-        ``log`` of the level's normalising constant relative to the prior,
-        ``log int pi exp(g_k)``, with ``g_k`` from
-        :func:`~stanflow.gibbs.path.read.log_level_density`;
-        ``log Z_n(omega)`` on the geometric path.
-    log_z_var : float
-        Its variance estimate, ``sum_k (1/ESS_k - 1/N)`` over the steps so far
-        (exact for perfectly mixing moves).
-    ess : float
-        Effective sample size of the incremental weights into this level
-        (``N`` at the prior).
-    acceptance : float
-        Mean acceptance of the moves at this level (``nan`` at the prior).
-    """
-
-    omega: float
-    z: np.ndarray
-    loss: np.ndarray
-    log_prior: np.ndarray
-    log_z: float
-    log_z_var: float
-    ess: float
-    acceptance: float
-
-
-def initial_level(rng: np.random.Generator, target: PathTarget, n_particles: int) -> PathLevel:
-    """The path at ``omega = 0``: ``n_particles`` draws from the prior."""
-    z = np.asarray(target.sample_prior(rng, n_particles), dtype=float)
-    return PathLevel(
-        omega=0.0,
-        z=z,
-        loss=target.total_loss(z),
-        log_prior=target.log_prior(z),
-        log_z=0.0,
-        log_z_var=0.0,
-        ess=float(n_particles),
-        acceptance=math.nan,
-    )
-
-
-def next_omega(level: PathLevel, omega_max: float, q: float, target_ess: float) -> float:
-    """The next schedule point: the largest ``omega <= omega_max`` keeping the
-    effective sample size of the incremental weights at ``target_ess * N``
-    (bisection, :func:`stanflow.qpaths.kernels.next_beta`)."""
-    beta = next_beta(_particles(level, omega_max), level.omega / omega_max, q, target_ess)
-    return omega_max if beta >= 1.0 else beta * omega_max
-
-
-def advance(
-    rng: np.random.Generator,
-    level: PathLevel,
-    omega: float,
-    target: PathTarget,
-    *,
-    omega_max: float,
-    q: float,
-    n_moves: int | None,
-    resampling: str,
-    moves: MoveKernel,
-) -> PathLevel:
-    """One SMC step: reweight to ``omega``, resample, move ``n_moves`` times.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    level : PathLevel
-        The current schedule point.
-    omega : float
-        The next one, in ``(level.omega, omega_max]``.
-    target : PathTarget
-    omega_max, q : float
-        The path's end and its ``q``.
-    n_moves : int or None
-        None: as many as the kernel finds needed (self-tuning moves).
-    resampling : {"systematic", "multinomial"}
-    moves : callable
-        A :data:`stanflow.qpaths.kernels.MoveKernel` targeting ``pi_{beta,q}``
-        between the prior and the Gibbs posterior at ``omega_max``.
-
-    Returns
-    -------
-    PathLevel
-    """
-    particles = _particles(level, omega_max)
-    beta, beta_next = level.omega / omega_max, min(1.0, omega / omega_max)
-    log_pi0, log_pi1 = _densities(target, omega_max)
-    try:
-        state, info = smc_step.step(
-            rng, smc_step.SMCState(particles, np.zeros(len(particles.z)), beta), beta_next, q,
-            log_pi0, log_pi1, moves=moves, n_moves=n_moves, resampling=resampling,
-        )
-    except RuntimeError as err:
-        raise RuntimeError(f"gibbs path, omega = {level.omega} to {omega}: {err}") from None
-    moved, step_ess, n = state.particles, info.ess, len(particles.z)
-    return PathLevel(
-        omega=float(omega),
-        z=moved.z,
-        loss=(moved.log_pi0 - moved.log_pi1) / omega_max,
-        log_prior=moved.log_pi0,
-        log_z=level.log_z + info.log_z_increment,
-        log_z_var=level.log_z_var + max(0.0, 1.0 / step_ess - 1.0 / n),
-        ess=step_ess,
-        acceptance=float(info.acceptance),
-    )
 
 
 class LearningRatePath:
@@ -206,6 +92,12 @@ class LearningRatePath:
         Give up (``RuntimeError``) after this many schedule points.
     weights : array_like, shape (n,), optional
         The observations' weights (default all 1; :class:`~stanflow.gibbs.path.target.PathTarget`).
+    start : GaussianStart, optional
+        Start at ``start.omega`` from particles bridged from a Gaussian
+        (:mod:`stanflow.gibbs.path.start`: cost linear in ``n``), not at the
+        prior; the path then reads learning rates from ``start.omega`` on.
+        Needs ``q = 1`` and random-walk or self-tuning moves. Can also be set
+        by :meth:`start_from` before the first :meth:`extend`.
 
     Raises
     ------
@@ -218,7 +110,8 @@ class LearningRatePath:
         The program's losses and prior at particles.
     sampler : PathSampler
     levels : list of PathLevel
-        The schedule so far, from ``omega = 0``.
+        The schedule so far, from ``omega = 0`` (or ``start.omega``).
+    start : GaussianStart or None
     """
 
     def __init__(
@@ -231,6 +124,7 @@ class LearningRatePath:
         seed: int | None = None,
         max_steps: int = 1000,
         weights: np.ndarray | None = None,
+        start: GaussianStart | None = None,
     ) -> None:
         target = PathTarget(program, weights)
         self.q = float(check_q(q))
@@ -251,14 +145,42 @@ class LearningRatePath:
         )
         self.levels: list[PathLevel] = []
         self.end: float | None = None
+        self.start: GaussianStart | None = None
+        if start is not None:
+            self.start_from(start)
 
     @property
     def omegas(self) -> np.ndarray:
         """The schedule so far, shape ``(len(levels),)``."""
         return np.array([level.omega for level in self.levels])
 
+    def start_from(self, start: GaussianStart) -> LearningRatePath:
+        """Start at ``start`` instead of the prior (before the first :meth:`extend`).
+
+        Raises
+        ------
+        TypeError, ValueError
+            If ``start`` is not a :class:`~stanflow.gibbs.path.start.GaussianStart`
+            in the particles' dimension, the path has levels already, or its
+            ``q`` or moves cannot bridge from a Gaussian.
+        """
+        if not isinstance(start, GaussianStart):
+            raise TypeError(f"start must be a GaussianStart, got {type(start).__name__}")
+        if len(start.mean) != self.target.dim:
+            raise ValueError(f"start: a Gaussian in {len(start.mean)} dimensions for "
+                             f"particles in {self.target.dim} ({self.target.space} scale)")
+        if self.levels:
+            raise ValueError(f"start: the path has started already (at omega = "
+                             f"{self.levels[0].omega})")
+        if self.q != 1 or self.sampler.moves == "nuts":
+            raise ValueError("start: a path from a Gaussian needs q = 1 and random-walk or "
+                             "self-tuning moves")
+        self.start = start
+        return self
+
     def extend(self, omega_max: float) -> LearningRatePath:
-        """Sweep on to ``omega_max`` (the first call starts at the prior).
+        """Sweep on to ``omega_max`` (the first call starts at the prior or at
+        :attr:`start`).
 
         A geometric path (``q = 1``) can be extended again to a larger
         ``omega_max``; a q-path depends on its end and cannot.
@@ -270,6 +192,9 @@ class LearningRatePath:
             extended past its end.
         """
         omega_max = check_omega_max(omega_max)
+        if self.start is not None and omega_max < self.start.omega:
+            raise ValueError(f"omega_max = {omega_max} lies below the path's start, "
+                             f"omega = {self.start.omega}")
         if self.end is not None:
             if omega_max <= self.end:
                 return self
@@ -281,8 +206,7 @@ class LearningRatePath:
         moves = self._moves(omega_max)
         with _BLAS.limit(limits=1, user_api="blas"):
             if not self.levels:
-                self.levels.append(
-                    initial_level(self.rng, self.target, self.sampler.n_particles))
+                self.levels.append(self._first_level(moves))
             while self.levels[-1].omega < omega_max:
                 if len(self.levels) > self.max_steps:
                     raise RuntimeError(
@@ -339,10 +263,20 @@ class LearningRatePath:
                 "resampling": self.resampling,
                 "moves": self.sampler.moves,
                 "seed": -1 if self.seed is None else int(self.seed),
+                **({"start": "prior"} if self.start is None else self.start.describe()),
                 **described,
                 "log_z": "log Z_n(omega) with the prior normalised"
                 if self.q == 1 else "log normalising constant of each q-path level relative to the prior",
             },
+        )
+
+    def _first_level(self, moves: MoveKernel) -> PathLevel:
+        if self.start is None:
+            return initial_level(self.rng, self.target, self.sampler.n_particles)
+        return start_level(
+            self.rng, self.target, self.start, self.sampler.n_particles, moves=moves,
+            n_moves=None if self._tuned is not None else self.sampler.n_moves,
+            target_ess=self.sampler.target_ess, resampling=self.resampling,
         )
 
     def _moves(self, omega_max: float) -> MoveKernel:
@@ -364,6 +298,7 @@ def gibbs_path(
     omegas: np.ndarray | None = None,
     probs: Sequence[float] = (0.025, 0.5, 0.975),
     weights: np.ndarray | None = None,
+    start: GaussianStart | None = None,
 ) -> Results:
     """Every Gibbs posterior of a loss program from ``omega = 0`` to ``omega_max`` by one SMC sweep.
 
@@ -380,13 +315,17 @@ def gibbs_path(
         :class:`~stanflow.gibbs.path.sampler.PathSampler`, default
         ``PathSampler()`` (2000 particles, 5 random-walk moves).
     omegas : array_like, optional
-        Where to tabulate the functionals; default the schedule, 0 and 151
-        points spaced geometrically from ``omega_max / 1000`` to ``omega_max``.
+        Where to tabulate the functionals; default the schedule and 151 points
+        spaced geometrically from ``omega_max / 1000`` (or the start's
+        ``omega``, if larger) to ``omega_max``.
     probs : sequence of float, default (0.025, 0.5, 0.975)
         Quantile levels of the functionals (the first and last give the
         equal-tailed interval).
     weights : array_like, shape (n,), optional
         The observations' weights (default all 1).
+    start : GaussianStart, optional
+        Start at ``start.omega`` from a Gaussian near the data instead of the
+        prior (:class:`LearningRatePath`; cost linear in ``n``).
 
     Returns
     -------
@@ -406,6 +345,7 @@ def gibbs_path(
     omega_max = check_omega_max(omega_max)
     path = LearningRatePath(
         program, q=q, sampler=sampler, resampling=resampling, seed=seed, weights=weights,
+        start=start,
     ).extend(omega_max)
     group = path.to_dataset()
     grid = default_omegas(group) if omegas is None else omegas
@@ -419,28 +359,6 @@ def to_inference_data(
     return arviz_compat.build(
         {"path": path, "path_functionals": table, **program.data_groups(), **groups}
     )
-
-
-def _particles(level: PathLevel, omega_max: float) -> Particles:
-    return Particles(level.z, level.log_prior, level.log_prior - omega_max * level.loss)
-
-
-def _densities(target: PathTarget, omega_max: float):
-    """``log pi0`` (the prior) and ``log pi1`` (the Gibbs posterior at
-    ``omega_max``, unnormalised) as the callables of the q-path kernels; the
-    loss is evaluated only inside the prior's support."""
-
-    def log_pi1(z: np.ndarray) -> np.ndarray:
-        log_prior = target.log_prior(z)
-        inside = np.isfinite(log_prior)
-        if inside.all():
-            return log_prior - omega_max * target.total_loss(z)
-        loss = np.zeros(len(z))
-        if inside.any():
-            loss[inside] = target.total_loss(z[inside])
-        return log_prior - omega_max * loss
-
-    return target.log_prior, log_pi1
 
 
 def check_omega_max(omega_max: Any) -> float:

@@ -10,9 +10,9 @@ importance sampling and, where that is not enough, Metropolis-Hastings:
 - the **anchor**: the full data's posterior at ``omega``, its mean and
   covariance refitted by importance sampling from a multivariate t until half
   of its draws are effective, from the better of two starts: the path's level
-  at or below ``omega`` (reweighted; its particles, a few random-walk moves
-  from their ancestors, can be off in tens of dimensions) and the Laplace
-  approximation ``N(estimate, (omega n H)^-1)``;
+  at or below ``omega`` (reweighted; the path starts near the data,
+  :meth:`TransportCoverage.path_start`) and the Laplace approximation
+  ``N(estimate, (omega n H)^-1)``;
 - a resample ``b`` (counts ``c_b``) is moved to its Gibbs posterior
   (:func:`~stanflow.gibbs.path.moving.move_block`: importance sampling with
   refitted proposals, then independent Metropolis-Hastings steps where that is
@@ -86,6 +86,7 @@ from stanflow.gibbs.path.moving import (
     take,
 )
 from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
+from stanflow.gibbs.path.start import GaussianStart
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.runs.calls import Workers, as_workers
 from stanflow.validation import check_int
@@ -97,6 +98,9 @@ TARGET_ESS = 0.5
 KEEP_ESS = 0.3
 """A resample's particles serve another ``omega``, reweighted, while their effective size
 there stays at or above this share of ``S``; below it they are moved again."""
+START_SHARE = 0.25
+"""A path not yet swept starts at this share of the first-order root
+(:meth:`TransportCoverage.path_start`)."""
 MAX_PASSES = 3
 """Proposal fits per move at most (the first included)."""
 ANCHOR_PASSES = 5
@@ -139,6 +143,9 @@ class TransportCoverage:
         default, or a Dask cluster), how often a failed block is retried, and
         the folder keeping moved blocks for a rerun
         (:class:`stanflow.runs.Workers`). The numbers do not depend on it.
+    start_path : bool, default True
+        Start a path not yet swept (its moves not NUTS) at :meth:`path_start`,
+        not at the prior (which costs ``n log n``, :mod:`~stanflow.gibbs.path.start`).
 
     Attributes
     ----------
@@ -165,6 +172,7 @@ class TransportCoverage:
         max_hmc: int = MAX_MOVES,
         seed: int = 0,
         workers: Workers | None = None,
+        start_path: bool = True,
     ) -> None:
         problem = problem.checked()
         path = problem.path
@@ -189,6 +197,10 @@ class TransportCoverage:
         self._times_moved = np.zeros(len(self.counts), np.int64)
         self._context = target_digest(path.target)
         self.first_order = first_order(path, self.estimate, self.counts)
+        if start_path and not path.levels and path.start is None and path.sampler.moves != "nuts":
+            start = self.path_start()
+            if start is not None:
+                path.start_from(start)
         self.placement: Placement | None = None
         self.proposals: Proposal | None = None
         """Each resample's proposal of its placement (where its next move starts)."""
@@ -218,7 +230,8 @@ class TransportCoverage:
     def __call__(self, omega: float) -> Evaluation:
         omega = float(omega)
         if self.path.end is None or omega > self.path.end:
-            self.path.extend(omega)
+            start = self.path.start
+            self.path.extend(omega if start is None else max(omega, start.omega))
         B = len(self.counts)
         ess = np.zeros(B) if self.placement is None else self.placement.ess(omega)
         stale = np.flatnonzero(ess < self.settings.keep_ess * self.settings.draws)
@@ -264,10 +277,22 @@ class TransportCoverage:
             return 1.0
         return float(stats.chi2.ppf(1 - self.alpha, shifts.shape[1])) / spread
 
+    def path_start(self) -> GaussianStart | None:
+        """The Laplace approximation ``N(estimate, (omega_0 n H)^-1)`` at ``omega_0 =``
+        :data:`START_SHARE` times :meth:`first_order_root`, where the path starts
+        (:mod:`stanflow.gibbs.path.start`); None if ``n H`` is not positive definite."""
+        omega = START_SHARE * self.first_order_root()
+        try:
+            cov = np.linalg.inv(omega * self.first_order.precision)
+            return GaussianStart(omega, self.first_order.center, 0.5 * (cov + cov.T))
+        except (np.linalg.LinAlgError, ValueError):
+            return None
+
     # -- moving resamples -------------------------------------------------------
 
     def _level(self, omega: float) -> int:
-        return int(np.flatnonzero(self.path.omegas <= omega)[-1])
+        """The path's point at or below ``omega`` (its first below its start)."""
+        return max(0, int(np.searchsorted(self.path.omegas, omega, side="right") - 1))
 
     def _theta(self, z: np.ndarray) -> np.ndarray:
         B, S, d = z.shape
@@ -463,7 +488,6 @@ class TransportCoverage:
             self.placement = new
         else:
             self.placement = put(self.placement, rows, new)
-
 
 
 def target_digest(target: PathTarget) -> str:
