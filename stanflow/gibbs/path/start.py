@@ -106,8 +106,6 @@ class Bridged(NamedTuple):
         Effective sample size of the last step's incremental weights.
     acceptance : float
         Mean acceptance of its last moves.
-    steps : int
-        The bridge's steps.
     """
 
     z: np.ndarray
@@ -115,7 +113,6 @@ class Bridged(NamedTuple):
     log_z_var: float
     ess: float
     acceptance: float
-    steps: int
 
 
 def bridge(
@@ -180,4 +177,4 @@ def bridge(
         log_z += info.log_z_increment
         log_z_var += max(0.0, 1.0 / info.ess - 1.0 / n_particles)
         ess, acceptance = info.ess, float(info.acceptance)
-    return Bridged(state.particles.z, log_z, log_z_var, ess, acceptance, steps)
+    return Bridged(state.particles.z, log_z, log_z_var, ess, acceptance)
