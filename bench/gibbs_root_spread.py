@@ -9,7 +9,8 @@ error ``omega_se`` (the root mean square over the seeds) and beside the NUTS roo
 
 Writes the size's entry of ``bench/results/gibbs_root_spread.json`` (the other sizes' entries,
 each with its own command and machine, are kept, and so are the other keys: ``doubling_search``
-holds the entries made before GPC's search for the moved design was guided, at commit 3a0e273).
+holds the entries made before GPC's search for the moved design was guided, at commit 3a0e273,
+``prior_start`` those made before the moved design started its path near the data, at 958013e).
 
     python bench/gibbs_root_spread.py --K 20 [--seeds 10]
 """
