@@ -183,10 +183,26 @@ def test_the_root_spread_table_is_the_committed_run(versus: list[dict]) -> None:
             f"{by_K[20]['sd_over_stated']:.2f} of it)") in flat
     assert (f"at K = 20, {by_K[20]['root_mean']:.3f} against {by_K[20]['nuts_root']:.3f}; at "
             f"K = 10, {by_K[10]['root_mean']:.3f} against {by_K[10]['nuts_root']:.3f}") in flat
-    before = {s["K"]: s for s in json.loads(ROOT_SPREAD.read_text())["doubling_search"]}
-    assert (f"the spreads were {before[10]['sd_over_seeds']:.3f} (K = 10) and "
-            f"{before[20]['sd_over_seeds']:.3f} (K = 20) and the stated errors "
-            f"{before[10]['stated_se_rms']:.3f} and {before[20]['stated_se_rms']:.3f}") in flat
+    gaps = [abs(by_K[K]["nuts_root"] - by_K[K]["root_mean"]) / math.hypot(
+        by_K[K]["sd_over_seeds"] / math.sqrt(len(by_K[K]["rows"])), by_K[K]["nuts_root_se"])
+        for K in (20, 10)]
+    assert f"{gaps[0]:.1f} and {gaps[1]:.1f} standard errors of the difference" in flat
+    assert max(abs(by_K[K]["nuts_root"] - by_K[K]["root_mean"]) for K in (10, 20)) <= 0.05
+    data = json.loads(ROOT_SPREAD.read_text())
+    for key, words in (("prior_start", "means were"), ("doubling_search", "spreads were")):
+        stored = data[key]["sizes"] if key == "prior_start" else data[key]
+        entries = {s["K"]: s for s in stored}
+        if key == "prior_start":
+            assert (f"{words} {entries[20]['root_mean']:.3f} (K = 20) and "
+                    f"{entries[10]['root_mean']:.3f} (K = 10), the spreads "
+                    f"{entries[20]['sd_over_seeds']:.3f} and {entries[10]['sd_over_seeds']:.3f} "
+                    f"and the stated errors {entries[20]['stated_se_rms']:.3f} and "
+                    f"{entries[10]['stated_se_rms']:.3f}") in flat
+        else:
+            assert (f"{words} {entries[10]['sd_over_seeds']:.3f} (K = 10) and "
+                    f"{entries[20]['sd_over_seeds']:.3f} (K = 20) and the stated errors "
+                    f"{entries[10]['stated_se_rms']:.3f} and {entries[20]['stated_se_rms']:.3f}") in flat
+    before = {s["K"]: s for s in data["doubling_search"]}
     assert f"spread more ({by_K[20]['sd_over_seeds']:.3f};" in flat
     slopes = {key: [-r["count_slope"] for r in entries[20]["rows"]]
               for key, entries in (("now", by_K), ("before", before))}
