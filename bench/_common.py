@@ -135,7 +135,7 @@ def machine_info() -> dict[str, Any]:
 
 
 def write_results(name: str, data: dict[str, Any]) -> Path:
-    """Write a benchmark's results to ``bench/results/<name>.json``.
+    """Write a benchmark's results to ``bench/results/<name>.json``, atomically.
 
     Parameters
     ----------
@@ -149,9 +149,16 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
     pathlib.Path
         The file written.
     """
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{name}.json"
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    return write_json(RESULTS_DIR / f"{name}.json", data)
+
+
+def write_json(path: Path, data: Any) -> Path:
+    """Write ``data`` as JSON to ``path`` atomically: a reader (or a rerun after a crash)
+    sees the old file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(partial, path)
     return path
 
 

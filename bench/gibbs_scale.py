@@ -19,18 +19,21 @@ errors), N(0, 10^2) priors, B = 200, one data set per size:
    scaled to ``B``; a calibration needs as many evaluations as the root finder
    used. Its accuracy against the moved design: ``bench/gibbs_scale_nuts.py``.
 
-Writes ``bench/results/gibbs_scale.json``.
+Writes ``bench/results/gibbs_scale.json``. Each size is kept as it finishes
+(``runs/bench/gibbs_scale.checkpoint.json``), the costliest, K = 50, last;
+``--resume`` goes on from there after a stop.
 
-    python bench/gibbs_scale.py [--largest] [--nuts-sample 20]
+    python bench/gibbs_scale.py [--largest] [--nuts-sample 20] [--resume]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import numpy as np
-from _common import machine_info, print_table, write_results
+from _common import REPO, machine_info, print_table, write_json, write_results
 
 from stanflow.gibbs import calibrate_path, linear_program, posterior
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
@@ -44,6 +47,9 @@ LARGEST = (5, 100_000)
 REWEIGHT_UP_TO = 20_000
 """The reweighted path runs beside the moved design up to this ``n K``."""
 NUTS = {"chains": 1, "iter_warmup": 300, "iter_sampling": 1000}
+LAST = (50, 500)
+"""The costliest size (an hour and more): run after every other is kept."""
+CHECKPOINT = REPO / "runs" / "bench" / "gibbs_scale.checkpoint.json"
 
 
 def program_for(K: int, n: int):
@@ -85,18 +91,16 @@ def calibration(program, resamples: str) -> dict:
     return record
 
 
-def cost_and_health(sizes: list[tuple[int, int]]) -> list[dict]:
-    rows = []
-    for K, n in sizes:
-        program = program_for(K, n)
-        row = {"K": K, "n": n, "transport": calibration(program, "transport")}
-        if n * K <= REWEIGHT_UP_TO:
-            row["reweight"] = calibration(program, "reweight")
-        rows.append(row)
-        t = row["transport"]
-        print(f"K = {K}, n = {n}: {t['wall_s']:.1f} s, omega {t['omega']:.3f} "
-              f"+- {t['omega_se']:.3f}, ESS min {t['ess_min_at_root']:.0f}", flush=True)
-    return rows
+def cost_and_health(K: int, n: int) -> dict:
+    """The moved design's calibration at ``(K, n)``, and the reweighted path's beside it."""
+    program = program_for(K, n)
+    row = {"K": K, "n": n, "transport": calibration(program, "transport")}
+    if n * K <= REWEIGHT_UP_TO:
+        row["reweight"] = calibration(program, "reweight")
+    t = row["transport"]
+    print(f"K = {K}, n = {n}: {t['wall_s']:.1f} s, omega {t['omega']:.3f} "
+          f"+- {t['omega_se']:.3f}, ESS min {t['ess_min_at_root']:.0f}", flush=True)
+    return row
 
 
 def coverage_indices(program) -> np.ndarray:
@@ -120,12 +124,33 @@ def main() -> None:
     parser.add_argument("--largest", action="store_true", help="also K = 5, n = 10^5")
     parser.add_argument("--nuts-sample", type=int, default=20,
                         help="NUTS runs timed for the resample design at K = 20, n = 2000")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the sizes a stopped run of the same command finished")
     args = parser.parse_args()
+    command = "python bench/gibbs_scale.py" + (" --largest" if args.largest else "")
     info = machine_info()
     sizes = SIZES + ([LARGEST] if args.largest else [])
-    cost = cost_and_health(sizes)
-    goal_size = next(r for r in cost if (r["K"], r["n"]) == (20, 2000))
-    nuts_time = nuts_evaluation_time(20, 2000, args.nuts_sample)
+    kept = {"command": command, "nuts_sample": args.nuts_sample, "rows": [], "nuts": None}
+    if args.resume and CHECKPOINT.exists():
+        found = json.loads(CHECKPOINT.read_text())
+        if (found["command"], found["nuts_sample"]) == (command, args.nuts_sample):
+            kept, info = found, found["machine"]
+            print(f"resumed: {len(kept['rows'])} sizes kept", flush=True)
+    kept["machine"] = info
+    done = {(r["K"], r["n"]) for r in kept["rows"]}
+    for K, n in sorted(sizes, key=lambda size: size == LAST):
+        if kept["nuts"] is None and (K, n) == LAST:
+            kept["nuts"] = nuts_evaluation_time(20, 2000, args.nuts_sample)
+            write_json(CHECKPOINT, kept)
+        if (K, n) not in done:
+            kept["rows"].append(cost_and_health(K, n))
+            write_json(CHECKPOINT, kept)
+    if kept["nuts"] is None:
+        kept["nuts"] = nuts_evaluation_time(20, 2000, args.nuts_sample)
+    by_size = {(r["K"], r["n"]): r for r in kept["rows"]}
+    cost = [by_size[size] for size in sizes]
+    nuts_time = kept["nuts"]
+    goal_size = by_size[(20, 2000)]
     goal = {
         "wall_s": goal_size["transport"]["wall_s"],
         "ess_min_over_evaluations": goal_size["transport"]["ess_min_over_evaluations"],
@@ -139,7 +164,7 @@ def main() -> None:
                   r["transport"]["evaluations"], f"{r['transport']['ess_min_at_root']:.0f}",
                   f"{r['transport']['ess_median_at_root']:.0f}"] for r in cost])
     write_results("gibbs_scale", {
-        "command": "python bench/gibbs_scale.py" + (" --largest" if args.largest else ""),
+        "command": command,
         "machine": info, "B": B, "seed": SEED, "nuts": NUTS,
         "cost": cost, "resample_design_time": nuts_time,
         "goal": goal,
