@@ -13,7 +13,7 @@ import distributed
 import numpy as np
 import pytest
 
-from stanflow.runs import CallFailed, DaskExecutor, LocalExecutor, Workers
+from stanflow.runs import CallFailed, DaskExecutor, LocalExecutor, Workers, calls
 from stanflow.runs.calls import CALLS
 
 RAN: list[int] = []
@@ -92,6 +92,21 @@ def test_bad_fields_are_named(tmp_path):
     with pytest.raises(ValueError, match=r"Workers\.out_dir .* is not a folder"):
         Workers(out_dir=file).validate()
     assert Workers(executor=LocalExecutor(1)).validate().retries == 1
+    with pytest.raises(TypeError, match=r"Workers\.progress must be True or False, got 'yes'"):
+        Workers(progress="yes").validate()  # type: ignore[arg-type]
+
+
+def test_a_long_map_shows_its_progress_and_counts_kept_calls_done(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(calls, "PROGRESS_DELAY", 0.0)  # every map counts as long
+    workers = Workers(out_dir=tmp_path)
+    workers.map(scaled, np.ones(1), [1, 2], desc="moving resamples")
+    first = capsys.readouterr().err
+    assert "moving resamples" in first and "2/2" in first and "0/2" in first
+    workers.map(scaled, np.ones(1), [1, 2, 3], desc="again")
+    again = capsys.readouterr().err
+    assert "2/3" in again and "3/3" in again and "0/3" not in again  # two were kept
+    Workers(progress=False).map(scaled, np.ones(1), [1, 2])
+    assert capsys.readouterr().err == ""
 
 
 def test_dask_gives_the_local_results():

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tqdm.auto import tqdm
+
 from stanflow.atomic import write_atomic
 from stanflow.runs.executors import Executor, LocalExecutor
 from stanflow.validation import check_int
@@ -34,6 +36,9 @@ logger = logging.getLogger("stanflow.runs")
 
 CALLS = "calls"
 """The folder, inside ``out_dir``, of the kept calls."""
+PROGRESS_DELAY = 5.0
+"""A map's progress bar appears once it has run this many seconds: long work shows
+where it is, short work prints nothing."""
 
 
 class CallFailed(RuntimeError):
@@ -57,11 +62,15 @@ class Workers:
     retries : int, default 1
         Times a failed call is tried again before the work stops with
         :class:`CallFailed`.
+    progress : bool, default True
+        A progress bar on stderr over each map's calls, shown once the map has
+        run :data:`PROGRESS_DELAY` seconds.
     """
 
     executor: Executor | None = None
     out_dir: str | os.PathLike | None = None
     retries: int = 1
+    progress: bool = True
 
     def validate(self) -> Workers:
         """Raise ``ValueError``/``TypeError`` naming a bad field; return ``self``."""
@@ -70,6 +79,8 @@ class Workers:
                 "Workers.executor must be a stanflow.runs Executor (LocalExecutor or "
                 f"DaskExecutor), got {type(self.executor).__name__}")
         check_int(self.retries, "Workers.retries", 0)
+        if not isinstance(self.progress, bool):
+            raise TypeError(f"Workers.progress must be True or False, got {self.progress!r}")
         if self.out_dir is not None:
             folder = Path(self.out_dir)
             if folder.exists() and not folder.is_dir():
@@ -83,6 +94,7 @@ class Workers:
         items: Sequence[Any],
         *,
         context: str = "",
+        desc: str = "calls",
     ) -> list[Any]:
         """``[fn(shared, item) for item in items]``, spread, kept and retried.
 
@@ -98,6 +110,8 @@ class Workers:
             What ``shared`` is, for the kept calls' names (a digest of the
             program and its data, say): calls are read back only under the
             same context.
+        desc : str
+            The progress bar's label.
 
         Raises
         ------
@@ -116,22 +130,25 @@ class Workers:
                 pending.append(index)
             else:
                 results[index] = kept
-        for attempt in range(1 + self.retries):
-            if not pending:
-                break
-            failed: list[tuple[int, str]] = []
-            for call in executor.run_calls(fn, shared, [items[i] for i in pending]):
-                index = pending[call.index]
-                if not call.ok:
-                    failed.append((index, call.value))
-                    continue
-                results[index] = call.value
-                if folder is not None:
-                    _keep(folder / names[index], call.value)
-            pending = sorted(index for index, _ in failed)
-            if failed and attempt < self.retries:
-                logger.warning("%d of %d calls of %s failed; trying them again",
-                               len(failed), len(items), fn.__name__)
+        with tqdm(total=len(items), initial=len(items) - len(pending), desc=desc, unit="call",
+                  disable=not self.progress, delay=PROGRESS_DELAY) as bar:
+            for attempt in range(1 + self.retries):
+                if not pending:
+                    break
+                failed: list[tuple[int, str]] = []
+                for call in executor.run_calls(fn, shared, [items[i] for i in pending]):
+                    index = pending[call.index]
+                    if not call.ok:
+                        failed.append((index, call.value))
+                        continue
+                    results[index] = call.value
+                    bar.update()
+                    if folder is not None:
+                        _keep(folder / names[index], call.value)
+                pending = sorted(index for index, _ in failed)
+                if failed and attempt < self.retries:
+                    logger.warning("%d of %d calls of %s failed; trying them again",
+                                   len(failed), len(items), fn.__name__)
         if pending:
             index, trace = min(failed)
             raise CallFailed(

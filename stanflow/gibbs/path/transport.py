@@ -379,7 +379,8 @@ class TransportCoverage:
                      self.settings)
             for block in blocks
         ]
-        moved = self.workers.map(move_block, self.path.target, tasks, context=self._context)
+        moved = self.workers.map(move_block, self.path.target, tasks, context=self._context,
+                                 desc=f"GPC, omega {omega:.4g}: importance sampling, blocks")
         self.moves += len(rows)
         self.steps += sum(m.steps for m in moved)
         self._accepted += sum(m.accepted for m in moved)
@@ -421,7 +422,8 @@ class TransportCoverage:
                        self.settings.target_ess, self.max_hmc)
             for block in (np.arange(i, min(i + BLOCK, R)) for i in range(0, R, BLOCK))
         ]
-        bridged = self.workers.map(bridge_block, target, tasks, context=self._context)
+        bridged = self.workers.map(bridge_block, target, tasks, context=self._context,
+                                   desc=f"GPC, omega {omega:.4g}: SMC bridges, blocks")
         self.hmc_moves += R
         self._hmc_steps += sum(m.hmc_steps for m in bridged)
         self._hmc_accepted += sum(m.hmc_accepted for m in bridged)
