@@ -4,8 +4,10 @@ Median regression (check loss, tau = 0.5) on an intercept and ``K - 1`` N(0, 1)
 predictors (coefficients ``(1, 0.5, -0.5, 0.25, -0.25, 0, ...)``, N(0, 1)
 errors), N(0, 10^2) priors, B = 200, one data set per size:
 
-1. **Cost and health** at K = 2, 5, 10, 20, 50 (n = 500), K = 20 (n = 2000: the
-   goal's size) and K = 5 (n = 10^3, 10^4; 10^5 with ``--largest``):
+1. **Cost and health** at K = 2, 5, 10, 20 (n = 500), K = 20 (n = 2000: the
+   goal's size) and K = 5 (n = 10^3, 10^4; 10^5 with ``--largest``), and alone
+   with ``--K50`` at K = 50 (n = 500; every resample bridged by SMC, an hour and
+   more on a 2-core machine):
    ``calibrate_path(program, rules=["plugin"], resamples="transport")`` (the
    path with its defaults, 4000 particles and 3 random-walk moves, then GPC
    with particles moved to every resample): wall time, ``omega`` and its stated
@@ -19,11 +21,13 @@ errors), N(0, 10^2) priors, B = 200, one data set per size:
    scaled to ``B``; a calibration needs as many evaluations as the root finder
    used. Its accuracy against the moved design: ``bench/gibbs_scale_nuts.py``.
 
-Writes ``bench/results/gibbs_scale.json``. Each size is kept as it finishes
-(``runs/bench/gibbs_scale.checkpoint.json``), the costliest, K = 50, last;
-``--resume`` goes on from there after a stop.
+Writes ``bench/results/gibbs_scale.json`` (``gibbs_scale_k50.json`` with
+``--K50``). Each size is kept as it finishes
+(``runs/bench/gibbs_scale.checkpoint.json``); ``--resume`` goes on from there
+after a stop.
 
     python bench/gibbs_scale.py [--largest] [--nuts-sample 20] [--resume]
+    python bench/gibbs_scale.py --K50
 """
 
 from __future__ import annotations
@@ -41,14 +45,12 @@ from stanflow.gibbs.gpc.reweighting import resample_counts
 
 SEED = 20261205
 B = 200
-SIZES = [(2, 500), (5, 500), (10, 500), (20, 500), (50, 500), (20, 2000), (5, 1000),
-         (5, 10_000)]
+SIZES = [(2, 500), (5, 500), (10, 500), (20, 500), (20, 2000), (5, 1000), (5, 10_000)]
 LARGEST = (5, 100_000)
 REWEIGHT_UP_TO = 20_000
 """The reweighted path runs beside the moved design up to this ``n K``."""
 NUTS = {"chains": 1, "iter_warmup": 300, "iter_sampling": 1000}
-LAST = (50, 500)
-"""The costliest size (an hour and more): run after every other is kept."""
+K50 = (50, 500)
 CHECKPOINT = REPO / "runs" / "bench" / "gibbs_scale.checkpoint.json"
 
 
@@ -126,7 +128,14 @@ def main() -> None:
                         help="NUTS runs timed for the resample design at K = 20, n = 2000")
     parser.add_argument("--resume", action="store_true",
                         help="keep the sizes a stopped run of the same command finished")
+    parser.add_argument("--K50", action="store_true",
+                        help="only K = 50, n = 500 (an hour and more), to gibbs_scale_k50.json")
     args = parser.parse_args()
+    if args.K50:
+        write_results("gibbs_scale_k50", {
+            "command": "python bench/gibbs_scale.py --K50", "machine": machine_info(), "B": B,
+            "seed": SEED, "row": cost_and_health(*K50)})
+        return
     command = "python bench/gibbs_scale.py" + (" --largest" if args.largest else "")
     info = machine_info()
     sizes = SIZES + ([LARGEST] if args.largest else [])
@@ -138,15 +147,13 @@ def main() -> None:
             print(f"resumed: {len(kept['rows'])} sizes kept", flush=True)
     kept["machine"] = info
     done = {(r["K"], r["n"]) for r in kept["rows"]}
-    for K, n in sorted(sizes, key=lambda size: size == LAST):
-        if kept["nuts"] is None and (K, n) == LAST:
-            kept["nuts"] = nuts_evaluation_time(20, 2000, args.nuts_sample)
-            write_json(CHECKPOINT, kept)
+    for K, n in sizes:
         if (K, n) not in done:
             kept["rows"].append(cost_and_health(K, n))
             write_json(CHECKPOINT, kept)
     if kept["nuts"] is None:
         kept["nuts"] = nuts_evaluation_time(20, 2000, args.nuts_sample)
+        write_json(CHECKPOINT, kept)
     by_size = {(r["K"], r["n"]): r for r in kept["rows"]}
     cost = [by_size[size] for size in sizes]
     nuts_time = kept["nuts"]

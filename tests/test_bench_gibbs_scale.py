@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT = REPO / "bench" / "results" / "gibbs_scale.json"
+EARLIER = REPO / "bench" / "results" / "gibbs_scale_2026-12-05.json"
 DOC = REPO / "docs" / "benchmarks.md"
 GIBBS_DOC = REPO / "docs" / "gibbs.md"
 HEADING = "## GPC at scale (`bench/gibbs_scale.py`)"
@@ -80,8 +81,8 @@ def test_the_nuts_table_and_the_goals_are_the_committed_runs(data: dict, versus:
                        " / ".join(map(str, record["counts_moved"])),
                        " / ".join(map(str, record["counts_nuts"])),
                        f"{np.median([r['seconds_median'] for r in record['nuts']]):.2f}"]
-    assert data["machine"]["cpu_model"].startswith("Intel")  # the table's host, as the section says
-    assert "on the 2-core Intel Xeon host" in text
+    assert data["machine"]["cpu_model"].startswith("AMD")  # the table's host, as the section says
+    assert "on the 2-core AMD EPYC host" in text
 
 
 SPREAD = REPO / "bench" / "results" / "gibbs_spread.json"
@@ -121,18 +122,32 @@ def test_the_goals_text_is_the_committed_run(data: dict, versus: list[dict]) -> 
             f"compared, and the roots within {gaps[0]:.1f}, {gaps[1]:.1f} and {gaps[2]:.1f} "
             "errors of their difference") in text
     assert max(gaps) < 3
-    restated = ", ".join(f"{r['root_se']:.3f}" for r in versus[:2]) + f" and {versus[2]['root_se']:.3f}"
-    stated_then = [cost[(K, 500)]["omega_se"] for K in (5, 10, 20)]
-    assert (f"restates the errors at K = 5, 10 and 20, n = 500: {restated} (that run's roots: "
-            f"{stated_then[0]:.3f}, {stated_then[1]:.3f} and {stated_then[2]:.3f})") in text
+    cost_rows = [cost[(r["K"], r["n"])] for r in versus]  # the roots the comparison starts from
+    assert [(c["omega"], c["omega_se"]) for c in cost_rows] == [(r["root"], r["root_se"])
+                                                                 for r in versus]
     summary = DOC.read_text().split(HEADING)[0]
     assert (f"roots within {gaps[0]:.1f}, {gaps[1]:.1f} and {gaps[2]:.1f} errors of both") in summary
-    k50 = cost[(50, 500)]
+    earlier = json.loads(EARLIER.read_text())  # K = 50: the run of 2026-12-05, kept whole
+    k50 = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (50, 500))
     assert k50["low_ess_share"] == 0 and k50["ess_min_over_evaluations"] >= 100
+    assert earlier["machine"]["cpu_model"].startswith("Intel")
+    assert (f"`bench/results/{EARLIER.name}`: the table's command on 2026-12-05 at 17:07 UTC, on "
+            "the 2-core Intel Xeon host") in text
+    assert earlier["command"] == data["command"] and (50, 500) not in cost
     assert (f"the smallest effective size at the root {k50['ess_min_at_root']:.0f}, the median "
             f"{k50['ess_median_at_root']:.0f} of 400") in text
     assert f"the root {k50['omega']:.3f} +- {k50['omega_se']:.3f}" in text
-
+    assert (f"{k50['wall_s']:.1f} s for {k50['evaluations']} evaluations, {k50['bridged']} bridges"
+            in text)
+    then = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (20, 2000))
+    guide = " ".join(GIBBS_DOC.read_text().split())
+    assert (f"the whole calibration took {k50['wall_s']:.1f} s there, against "
+            f"{then['wall_s']:.1f} s at K = 20, n = 2000 in the same run (on 2026-12-05") in guide
+    goal_size = cost[(20, 2000)]
+    assert f"the same calibration took {goal_size['wall_s']:.1f} s in the table" in text
+    assert f"the goal's size, K = 20, n = 2000, in {goal_size['wall_s']:.1f} s" in text
+    assert (f"{goal_size['wall_s']:.1f} s (the same work) on the slower host of 2026-12-07"
+            in summary)
 
 COUNT_SPREAD = REPO / "bench" / "results" / "gibbs_count_spread.json"
 
