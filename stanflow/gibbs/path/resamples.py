@@ -5,11 +5,14 @@ A resample with counts ``c_b`` has the Gibbs posterior
 full data's Laplace approximation and the first-order move of each resample's
 estimate from the full data's, and
 :func:`prior_and_resample_loss` its prior and total loss at particles of its own
-(:mod:`stanflow.gibbs.path.transport`).
+(:mod:`stanflow.gibbs.path.transport`); :func:`target_digest` names what that loss
+depends on, for calls kept by content.
 """
 
 from __future__ import annotations
 
+import hashlib
+import pickle
 from typing import NamedTuple
 
 import numpy as np
@@ -100,3 +103,13 @@ def prior_and_resample_loss(
     bad = ~(np.isfinite(prior) & np.isfinite(loss))
     prior[bad], loss[bad] = -np.inf, 0.0
     return prior, loss
+
+
+def target_digest(target: PathTarget) -> str:
+    """A digest of what a resample's loss depends on: the program's text, its data,
+    where the particles live."""
+    program = target.program
+    digest = hashlib.sha256(program.source.code.encode())
+    data = {name: np.asarray(value) for name, value in sorted(program.data.items())}
+    digest.update(pickle.dumps((data, target.space), protocol=5))
+    return digest.hexdigest()

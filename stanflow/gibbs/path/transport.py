@@ -48,9 +48,7 @@ from its own random stream, so where a block runs never changes a number.
 
 from __future__ import annotations
 
-import hashlib
 import math
-import pickle
 
 import numpy as np
 from scipy import stats
@@ -85,9 +83,8 @@ from stanflow.gibbs.path.moving import (
     t_draws,
     take,
 )
-from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss
+from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss, target_digest
 from stanflow.gibbs.path.start import GaussianStart
-from stanflow.gibbs.path.target import PathTarget
 from stanflow.runs.calls import Workers, as_workers
 from stanflow.validation import check_int
 
@@ -491,12 +488,3 @@ class TransportCoverage:
         else:
             self.placement = put(self.placement, rows, new)
 
-
-def target_digest(target: PathTarget) -> str:
-    """A digest of what a resample's loss depends on: the program's text, its data,
-    where the particles live."""
-    program = target.program
-    digest = hashlib.sha256(program.source.code.encode())
-    data = {name: np.asarray(value) for name, value in sorted(program.data.items())}
-    digest.update(pickle.dumps((data, target.space), protocol=5))
-    return digest.hexdigest()
