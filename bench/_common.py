@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stanflow.atomic import write_atomic
+
 REPO = Path(__file__).resolve().parent.parent
 """The repository root."""
 
@@ -153,13 +155,11 @@ def write_results(name: str, data: dict[str, Any]) -> Path:
 
 
 def write_json(path: Path, data: Any) -> Path:
-    """Write ``data`` as JSON to ``path`` atomically: a reader (or a rerun after a crash)
-    sees the old file or the new one, never half of one."""
+    """Write ``data`` as JSON to ``path`` atomically (:func:`stanflow.atomic.write_atomic`):
+    a reader (or a rerun after a crash) sees the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    partial.write_text(json.dumps(data, indent=2, default=str) + "\n")
-    os.replace(partial, path)
-    return path
+    text = json.dumps(data, indent=2, default=str) + "\n"
+    return write_atomic(path, lambda tmp: Path(tmp).write_text(text))
 
 
 def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
