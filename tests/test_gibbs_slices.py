@@ -110,6 +110,7 @@ def test_chunked_evaluation_is_the_closed_form(large):
     program, y = large
     assert program.slices is not None and program.slices.layout.fields == ("y",)
     assert len(program.slices.chunks) == 3
+    assert program.drawn is not None  # `shared` leaves out about 1/e: its drawn ones, chunked
     rng = np.random.default_rng(4)
     theta = rng.normal(2.0, 0.05, size=7)
     u = theta[:, None]
@@ -161,6 +162,7 @@ def test_data_that_cannot_be_cut_are_evaluated_whole_and_right(cmdstan, variant,
     y = np.random.default_rng(5).normal(1.0, 1.0, size=50_000)
     program = LossProgram(STAN / "normal_variants.stan", {"N": len(y), "y": y,
                                                           "variant": variant})
+    assert program.drawn is None
     if kept is None:
         assert program.slices is None
     else:

@@ -9,7 +9,9 @@ observation's loss ``loss_i = -(d target / d weights[i]) / omega``, in batches o
 rows ``(u, omega, weights)`` (:func:`stanflow.models.log_density_rows`) of at most
 :data:`ROW_BUDGET` doubles. Where the program's data can be cut by
 observation (:mod:`stanflow.gibbs.slices`), the prior comes from the form loaded
-with one observation and, for large data, the target from chunks of them.
+with one observation and, for large data, the target from chunks of them; and
+weights that leave observations out (a bootstrap resample's) are evaluated on
+the form loaded with the others (:mod:`stanflow.gibbs.drawn`).
 
 :class:`EvaluationForm` is that half of
 :class:`~stanflow.gibbs.program.LossProgram`, which loads the library and
@@ -24,6 +26,7 @@ from typing import Any
 import bridgestan
 import numpy as np
 
+from stanflow.gibbs.drawn import DrawnForms
 from stanflow.gibbs.slices import ObservationSlices
 from stanflow.models import (
     constrain_rows,
@@ -57,6 +60,10 @@ class EvaluationForm:
     slices : ObservationSlices or None
         The form loaded on slices of the observations, where the program
         allows it (checked when it loads); None: evaluated whole.
+    drawn : DrawnForms or None
+        The form loaded on the observations that weights use, where the
+        program allows it (checked when it loads,
+        :mod:`stanflow.gibbs.drawn`); None: weights are evaluated on all.
     """
 
     library: bridgestan.StanModel
@@ -65,6 +72,7 @@ class EvaluationForm:
     names: list[str]
     threads: int | None
     slices: ObservationSlices | None = None
+    drawn: DrawnForms | None = None
 
     def log_density(
         self,
@@ -190,13 +198,20 @@ class EvaluationForm:
 
         Whole, or on the program's :attr:`slices`: the prior from one
         observation where every ``omega`` is 0, and the sum over the chunks
-        less the prior counted once per extra chunk.
+        less the prior counted once per extra chunk; weights shared by every
+        point that leave observations out, on the slices of the others
+        (:attr:`drawn`).
         """
         u = self.check_points(u)
         S = len(u)
         rates = _check_rates(omega, S)
         w = self._check_weights(weights, S)
         slices = self.slices
+        if (self.drawn is not None and w is not None and w.ndim == 1 and gradient != "weights"
+                and np.any(rates)):
+            cut = self.drawn.cut(w)
+            if cut is not None:
+                slices, w = cut
         if slices is None or (not slices.chunks and (gradient == "weights" or np.any(rates))):
             return _part(self.library, self.dim, self.n, u, rates, w, jacobian, gradient,
                          self.threads)

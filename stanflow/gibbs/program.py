@@ -54,6 +54,7 @@ from stanflow.gibbs.contract import (
     evaluation_form,
     read_program,
 )
+from stanflow.gibbs.drawn import DrawnForms, checked_drawn
 from stanflow.gibbs.estimate import INIT_RADIUS, Estimate, risk_minimiser
 from stanflow.gibbs.evaluation import EvaluationForm
 from stanflow.gibbs.sandwich import Sandwich, sandwich
@@ -114,6 +115,11 @@ class LossProgram(EvaluationForm):
         large data, on chunks of them (:mod:`stanflow.gibbs.slices`), where the
         data block allows it and the slices give the whole program's prior and
         losses at the check points; None: evaluated whole.
+    drawn : DrawnForms or None
+        The evaluation form loaded on the observations that weights use (a
+        bootstrap resample's drawn ones, :mod:`stanflow.gibbs.drawn`), where
+        the data can be cut and the cut gives the whole program's target at
+        the check points; None: weights are evaluated on all observations.
 
     Raises
     ------
@@ -321,6 +327,7 @@ class LossProgram(EvaluationForm):
         state["_executables"] = {}
         if self.slices is not None:
             state["slices"] = (self.slices.layout, self.slices.bounds)
+        state["drawn"] = self.drawn is not None
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -333,6 +340,8 @@ class LossProgram(EvaluationForm):
         if self.slices is not None:
             layout, bounds = state["slices"]
             self.slices = ObservationSlices.load(self._library_file, self.data, layout, bounds)
+        self.drawn = (DrawnForms(self._library_file, self.data, self.slices)
+                      if state["drawn"] and self.slices is not None else None)
 
     def _compile_evaluation_form(self) -> Path:
         with tempfile.TemporaryDirectory(prefix="stanflow-program-") as folder:
@@ -375,6 +384,8 @@ class LossProgram(EvaluationForm):
             observation_layout(self.source.code, self.source.weights_size),
             points, prior, losses,
         )
+        self.drawn = checked_drawn(self, self._library_file, self.data, self.slices, points,
+                                   prior, losses)
 
     def _finite_points(self, rng: np.random.Generator) -> np.ndarray:
         found: list[np.ndarray] = []

@@ -52,6 +52,7 @@ from stanflow.gibbs.path.moving import (
     concatenate,
     kish,
     moments,
+    one_blas_thread,
     t_draws,
 )
 from stanflow.gibbs.path.resamples import prior_and_resample_loss
@@ -162,6 +163,11 @@ class _Hmc:
 
 def bridge_block(target: PathTarget, task: BridgeTask) -> Moved:
     """Bridge the block's resamples to their Gibbs posteriors at ``task.omega`` (module docstring)."""
+    with one_blas_thread():
+        return _bridge_block(target, task)
+
+
+def _bridge_block(target: PathTarget, task: BridgeTask) -> Moved:
     placements, proposals = [], []
     moves, accepted = 0, 0.0
     for j, (b, k, attempt) in enumerate(task.streams):

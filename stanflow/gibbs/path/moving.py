@@ -33,10 +33,11 @@ For each resample (counts ``c``, proposal a multivariate t with
 
 from __future__ import annotations
 
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 from scipy.linalg import solve_triangular
+from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.path.resamples import prior_and_resample_loss
 from stanflow.gibbs.path.target import PathTarget
@@ -50,6 +51,8 @@ DEGREES = 30
 """Degrees of freedom of the proposals' multivariate t (tails heavier than a Gaussian's)."""
 REFIT_EVERY = 5
 """Metropolis-Hastings steps between refits of a resample's proposal to its particles."""
+
+_BLAS = ThreadpoolController()
 
 
 class Placement(NamedTuple):
@@ -175,6 +178,18 @@ _Rows = TypeVar("_Rows", Placement, Proposal)
 
 def move_block(target: PathTarget, task: MoveTask) -> Moved:
     """Move the block's resamples to their Gibbs posteriors at ``task.omega`` (module docstring)."""
+    with one_blas_thread():
+        return _move_block(target, task)
+
+
+def one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread: the small products of a block's
+    proposals gain nothing from more, and an idle BLAS thread spins on the core
+    that Stan's evaluations use."""
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
+def _move_block(target: PathTarget, task: MoveTask) -> Moved:
     omega, settings = task.omega, task.settings
     rngs = [np.random.default_rng(np.random.SeedSequence(task.entropy, spawn_key=(int(b), int(k))))
             for b, k in task.streams]
