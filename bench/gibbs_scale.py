@@ -66,7 +66,10 @@ def program_for(K: int, n: int):
 
 
 def calibration(program, resamples: str) -> dict:
-    """One ``calibrate_path`` with the ``resamples`` design, timed."""
+    """One ``calibrate_path`` with the ``resamples`` design, timed; it loads the forms of
+    its resamples' drawn observations itself, as a program's first calibration does."""
+    if program.drawn is not None:
+        program.drawn.clear()
     start = time.perf_counter()
     c = calibrate_path(program, B=B, seed=1, rules=["plugin"], resamples=resamples).calibration
     wall = time.perf_counter() - start

@@ -1,9 +1,11 @@
 """Weights that leave observations out (a bootstrap resample's) evaluated on the others
-(stanflow.gibbs.drawn): the closed form, the forms loaded once per resample and kept
-within their budget, and programs whose losses use all the data evaluated whole."""
+(stanflow.gibbs.drawn): the closed form, the forms loaded once per resample once it is
+asked for often enough, kept within their budget, and programs whose losses use all the
+data evaluated whole."""
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -29,15 +31,16 @@ def program(cmdstan):
 
 @pytest.fixture
 def loads(monkeypatch):
-    """The cut data each form of a resample is loaded with, in order."""
+    """The observations of each form loaded, in order; a form loaded on its weights' first use."""
     seen: list[int] = []
     real_load = drawn_module.load
 
     def counted(library_file, data):
-        seen.append(int(data["N"]))
+        seen.append(int(json.loads(data)["N"]))
         return real_load(library_file, data)
 
     monkeypatch.setattr(drawn_module, "load", counted)
+    monkeypatch.setattr(drawn_module, "LOAD_AFTER", 0)
     return seen
 
 
@@ -95,6 +98,21 @@ def test_the_forms_are_kept_for_reuse_within_their_budget(program, loads, monkey
     few[:10] = 0.0  # 2.5 % left out: evaluated whole
     program.log_density(u, 1.0, few)
     assert len(loads) == 6
+
+
+@pytest.mark.e2e
+def test_weights_are_evaluated_whole_until_asked_for_at_enough_points(program, loads,
+                                                                     monkeypatch):
+    program, y = program
+    monkeypatch.setattr(drawn_module, "LOAD_AFTER", 10)
+    monkeypatch.setattr(program, "drawn", drawn_module.DrawnForms(
+        program.drawn.library_file, program.data, program.slices))
+    counts = resample(21)
+    u = np.linspace(1.8, 2.2, 6)[:, None]
+    expected = closed_form(y, u[:, 0], 1.0, counts)[0]
+    for asked in (6, 12, 18):  # loaded at the third call, the first past 10 points
+        np.testing.assert_allclose(program.log_density(u, 1.0, counts), expected, rtol=1e-12)
+        assert len(loads) == (asked > 12)
 
 
 @pytest.mark.e2e

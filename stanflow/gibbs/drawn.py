@@ -8,9 +8,13 @@ by observation (:mod:`stanflow.gibbs.slices`), the form loaded with the used
 observations alone gives the same target for about ``0.63`` of the cost, so
 weights that leave out at least :data:`MIN_LEFT_OUT` of the observations are
 evaluated there (:class:`DrawnForms`, which
-:class:`~stanflow.gibbs.evaluation.EvaluationForm` asks). The forms are loaded
-once per set of observations and kept, the least recently used dropped first,
-up to :data:`KEPT_BYTES` of data.
+:class:`~stanflow.gibbs.evaluation.EvaluationForm` asks). Loading a form costs
+about as much as evaluating the whole data at a thousand or two points (Stan
+reads the data's text), so the same weights are evaluated whole until they
+have been asked for at :data:`LOAD_AFTER` points; then the form on their
+observations is loaded (each observation's text written once, the form's
+joined from them) and kept, the least recently used dropped first, up to
+:data:`KEPT_BYTES` of data.
 
 Whether a program may be cut this way is checked, never assumed
 (:func:`checked_drawn`, when :class:`~stanflow.gibbs.program.LossProgram`
@@ -21,6 +25,7 @@ cut evaluation must give the whole program's target.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,12 +33,15 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from stanflow.gibbs.slices import ObservationSlices, agrees, chunk_bounds
+from stanflow.gibbs.slices import ObservationLayout, ObservationSlices, agrees, chunk_bounds
 from stanflow.models import load
 
 MIN_LEFT_OUT = 0.2
 """Weights that leave out at least this share of the observations are evaluated on
 the others (a bootstrap resample leaves out ``1/e``, about 0.37)."""
+LOAD_AFTER = 2000
+"""Points at which the same weights are evaluated whole before the form on their
+observations is loaded."""
 KEPT_BYTES = 2**29
 """Data bytes of the forms kept for reuse (each resample's, across evaluations)."""
 
@@ -59,13 +67,18 @@ class DrawnForms:
         self._bytes = slices.layout.bytes_per_observation(data)
         self._kept: OrderedDict[bytes, tuple[ObservationSlices | None, np.ndarray]] = (
             OrderedDict())
+        self._asked: dict[bytes, int] = {}
+        self._text: _DataText | None = None
 
-    def cut(self, weights: np.ndarray) -> tuple[ObservationSlices, np.ndarray] | None:
-        """The form on the observations ``weights`` (shape ``(n,)``) uses, and their weights.
+    def cut(self, weights: np.ndarray, points: int = LOAD_AFTER
+            ) -> tuple[ObservationSlices, np.ndarray] | None:
+        """The form on the observations ``weights`` (shape ``(n,)``) uses, and their weights,
+        for an evaluation at ``points`` points.
 
         None when the weights leave out fewer than :data:`MIN_LEFT_OUT` of the
-        observations or all of them, or Stan rejects the cut data: the whole
-        form evaluates them.
+        observations or all of them, when they have been asked for at fewer
+        than :data:`LOAD_AFTER` points before, or when Stan rejects the cut
+        data: the whole form evaluates them.
         """
         used = weights != 0
         left_out = used.size - int(used.sum())
@@ -76,6 +89,11 @@ class DrawnForms:
             self._kept.move_to_end(key)
             form, keep = self._kept[key]
         else:
+            asked = self._asked.get(key, 0)
+            if asked < LOAD_AFTER:
+                self._asked[key] = asked + points
+                return None
+            self._asked.pop(key, None)
             keep = np.flatnonzero(used)
             form = self._load(keep)
             self._kept[key] = (form, keep)
@@ -84,22 +102,50 @@ class DrawnForms:
                 self._kept.popitem(last=False)
         return None if form is None else (form, weights[keep])
 
+    def clear(self) -> None:
+        """Drop the kept forms and what was asked for: the next weights start afresh."""
+        self._kept.clear()
+        self._asked.clear()
+
     def _load(self, keep: np.ndarray) -> ObservationSlices | None:
         """The form on the observations ``keep``, as slices: in chunks where their data
         are large, else whole (one chunk); None if Stan rejects the cut data."""
-        layout = self.slices.layout
-        data = layout.cut(self.data, keep)
+        if self._text is None:
+            self._text = _DataText(self.data, self.slices.layout)
         bounds = chunk_bounds(len(keep), self._bytes) or [slice(0, len(keep))]
         try:
-            return ObservationSlices(layout, self.slices.prior,
-                                     [(rows, load(self.library_file, layout.cut(data, rows)))
-                                      for rows in bounds])
+            return ObservationSlices(
+                self.slices.layout, self.slices.prior,
+                [(rows, load(self.library_file, self._text.of(keep[rows]))) for rows in bounds])
         except (ValueError, RuntimeError):
             return None
 
     def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the loaded forms (each process loads its own)."""
-        return {**self.__dict__, "_kept": OrderedDict()}
+        """Pickled without the loaded forms and their text (each process makes its own)."""
+        return {**self.__dict__, "_kept": OrderedDict(), "_asked": {}, "_text": None}
+
+
+class _DataText:
+    """The data's JSON text on any subset of the observations, joined from each
+    observation's text, written once (Python's float text reads back exactly)."""
+
+    def __init__(self, data: Mapping[str, Any], layout: ObservationLayout) -> None:
+        self.size = layout.size
+        self.rest = [f"{json.dumps(name)}: {_text(value)}" for name, value in data.items()
+                     if name not in layout.fields and name != layout.size]
+        self.rows = {name: [_text(row) for row in np.asarray(data[name])]
+                     for name in layout.fields}
+
+    def of(self, keep: np.ndarray) -> str:
+        """The JSON text of the data of the observations ``keep``."""
+        index = keep.tolist()
+        fields = [f"{json.dumps(name)}: [{','.join([rows[i] for i in index])}]"
+                  for name, rows in self.rows.items()]
+        return "{" + ", ".join([*self.rest, *fields, f'"{self.size}": {len(index)}']) + "}"
+
+
+def _text(value: Any) -> str:
+    return json.dumps(np.asarray(value).tolist())
 
 
 class DrawnForm(Protocol):
@@ -132,12 +178,15 @@ def checked_drawn(
         return None
     rng = np.random.default_rng(n)
     weights = np.where(rng.permutation(n) < n // 2, rng.uniform(0.5, 1.5, n), 0.0)
-    form.drawn = DrawnForms(library_file, data, slices)
+    drawn = DrawnForms(library_file, data, slices)
+    drawn.cut(weights)  # asked for: the next evaluation loads the cut
+    form.drawn = drawn
     try:
         found = form.log_density(points, 1.0, weights, jacobian=False)
     except (ValueError, RuntimeError):
         found = None
-    drawn, form.drawn = form.drawn, None
+    form.drawn = None
     if found is None or drawn.cut(weights) is None:
         return None
-    return drawn if agrees(found, prior - losses @ weights) else None
+    return (DrawnForms(library_file, data, slices)
+            if agrees(found, prior - losses @ weights) else None)

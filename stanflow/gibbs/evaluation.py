@@ -209,7 +209,7 @@ class EvaluationForm:
         slices = self.slices
         if (self.drawn is not None and w is not None and w.ndim == 1 and gradient != "weights"
                 and np.any(rates)):
-            cut = self.drawn.cut(w)
+            cut = self.drawn.cut(w, S)
             if cut is not None:
                 slices, w = cut
         if slices is None or (not slices.chunks and (gradient == "weights" or np.any(rates))):
