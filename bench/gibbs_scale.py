@@ -84,6 +84,7 @@ def calibration(program, resamples: str) -> dict:
         "ess_min_at_root": float(c["ess_min"].values[at_root]),
         "ess_median_at_root": float(c["ess_median"].values[at_root]),
         "ess_min_over_evaluations": float(c["ess_min"].min()),
+        "ess_min_per_evaluation": [float(v) for v in c["ess_min"].values],
         "low_ess_share": float(c["low_ess_share"]),
         "omega0": float(c.attrs["omega0"]),
         "omega_path": [float(w) for w in c["omega_path"].values],

@@ -14,6 +14,10 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 RESULT = REPO / "bench" / "results" / "gibbs_scale.json"
 EARLIER = REPO / "bench" / "results" / "gibbs_scale_2026-12-05.json"
+K50 = REPO / "bench" / "results" / "gibbs_scale_k50.json"
+GOAL = REPO / "bench" / "results" / "gibbs_scale_goal.json"
+GOAL_EARLIER = REPO / "bench" / "results" / "gibbs_scale_goal_2026-12-06.json"
+DRAWN = REPO / "bench" / "results" / "gibbs_drawn.json"
 DOC = REPO / "docs" / "benchmarks.md"
 GIBBS_DOC = REPO / "docs" / "gibbs.md"
 HEADING = "## GPC at scale (`bench/gibbs_scale.py`)"
@@ -128,21 +132,39 @@ def test_the_goals_text_is_the_committed_run(data: dict, versus: list[dict]) -> 
     summary = DOC.read_text().split(HEADING)[0]
     assert (f"roots within {gaps[0]:.1f}, {gaps[1]:.1f} and {gaps[2]:.1f} errors of both") in summary
     earlier = json.loads(EARLIER.read_text())  # K = 50: the run of 2026-12-05, kept whole
-    k50 = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (50, 500))
-    assert k50["low_ess_share"] == 0 and k50["ess_min_over_evaluations"] >= 100
+    old = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (50, 500))
+    assert old["low_ess_share"] == 0 and old["ess_min_over_evaluations"] >= 100
     assert earlier["machine"]["cpu_model"].startswith("Intel")
     assert (f"`bench/results/{EARLIER.name}`: the table's command on 2026-12-05 at 17:07 UTC, on "
             "the 2-core Intel Xeon host") in text
     assert earlier["command"] == data["command"] and (50, 500) not in cost
-    assert (f"the smallest effective size at the root {k50['ess_min_at_root']:.0f}, the median "
-            f"{k50['ess_median_at_root']:.0f} of 400") in text
-    assert f"the root {k50['omega']:.3f} +- {k50['omega_se']:.3f}" in text
+    assert (f"found the root {old['omega']:.3f} +- {old['omega_se']:.3f} with {old['bridged']} "
+            f"bridges in {old['wall_s']:.1f} s for {old['evaluations']} evaluations, every "
+            "evaluation's smallest effective size at least 100") in text
+    run = json.loads(K50.read_text())  # K = 50 as it ships
+    k50, goal = run["row"]["transport"], json.loads(GOAL.read_text())
+    assert run["command"] in text and (run["row"]["K"], run["row"]["n"]) == (50, 500)
+    assert run["machine"]["platform"] == goal["machine"]["platform"]  # the goal runs' host
+    assert k50["low_ess_share"] == 0 and k50["bridged"] >= run["B"]
+    assert (f"the smallest effective size 128, the median {k50['ess_median_at_root']:.0f} of 400, "
+            f"`low_ess_share` 0, the root {k50['omega']:.3f} +- {k50['omega_se']:.3f}") in text
+    assert f"{k50['ess_min_at_root']:.0f}" == "128" and k50["ess_min_at_root"] >= 100
+    assert (f"the smallest effective size over the {k50['evaluations']} evaluations was "
+            f"{k50['ess_min_over_evaluations']:.1f}") in text
     assert (f"{k50['wall_s']:.1f} s for {k50['evaluations']} evaluations, {k50['bridged']} bridges"
             in text)
-    then = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (20, 2000))
+    assert f"HMC acceptance {k50['hmc_acceptance']:.2f}), against {goal['wall_s_median']:.1f} s" in text
+    assert f"(the first-order root {k50['omega0']:.3f})" in text
     guide = " ".join(GIBBS_DOC.read_text().split())
+    assert (f"the smallest effective size there {k50['ess_min_at_root']:.0f} of 400, though at one "
+            f"of the search's {k50['evaluations']} evaluations a resample fell to "
+            f"{k50['ess_min_over_evaluations']:.1f}") in guide
     assert (f"the whole calibration took {k50['wall_s']:.1f} s there, against "
-            f"{then['wall_s']:.1f} s at K = 20, n = 2000 in the same run (on 2026-12-05") in guide
+            f"{goal['wall_s_median']:.1f} s at K = 20, n = 2000 on the same host") in guide
+    assert (f"at the root (ESS >= {k50['ess_min_at_root']:.0f}, SMC bridges; "
+            f"{k50['ess_min_over_evaluations']:.1f} at the worst evaluation) in "
+            f"{k50['wall_s']:.1f} s as it ships ({old['wall_s']:.1f} s with the calibration of "
+            "2026-12-05)") in summary
     goal_size = cost[(20, 2000)]
     assert f"the same calibration took {goal_size['wall_s']:.1f} s in the table" in text
     assert f"the goal's size, K = 20, n = 2000, in {goal_size['wall_s']:.1f} s" in text
@@ -288,8 +310,8 @@ def test_the_cost_against_n_is_the_committed_run() -> None:
     assert (f"the cut data took {old[0]:.1f} s, {old[1]:.1f} s and {old[2]:.1f} s "
             f"({old[1] / old[0]:.1f}x and {old[2] / old[1]:.1f}x)") in text
     goal = rows[(20, 2000)]["sliced_median"]["wall_s"], rows[(20, 2000)]["whole_median"]["wall_s"]
-    assert (f"in the goal's runs and {goal[0]:.1f} s with the data cut ({goal[1]:.1f} s whole) in "
-            "the side-by-side run") in text
+    assert (f"in the goal's runs of 2026-12-06 and {goal[0]:.1f} s with the data cut "
+            f"({goal[1]:.1f} s whole) in the side-by-side run") in text
     summary = DOC.read_text().split(HEADING)[0]
     walls = [r["sliced_median"]["wall_s"] for r in sweep]
     whole = [r["whole_median"]["wall_s"] for r in sweep]
@@ -313,12 +335,8 @@ def test_the_own_program_row_is_the_committed_run() -> None:
             f"the same root, {roots.pop():.4f})") in text
 
 
-GOAL = REPO / "bench" / "results" / "gibbs_scale_goal.json"
-
-
 def test_the_goal_size_is_the_committed_run() -> None:
-    """K = 20, n = 2000 on this host, the path started near the data (and from the prior, kept
-    beside it), as the goal and the summary state it."""
+    """K = 20, n = 2000 as it ships, as the goal and the summary state it."""
     run = json.loads(GOAL.read_text())
     text = " ".join(section().split())
     walls = [r["wall_s"] for r in run["runs"]]
@@ -330,7 +348,38 @@ def test_the_goal_size_is_the_committed_run() -> None:
             f"{first['resample_moves']} resample moves, the root {first['omega']:.3f} +- "
             f"{first['omega_se']:.3f};") in text
     assert run["met"] == {"time": True, "ess": True} and run["wall_s_median"] <= 60
-    assert f"met at every evaluation** (smallest {run['ess_min_over_runs']:.0f})" in text
+    assert (f"({first['evaluations']} evaluations, {first['resample_moves']} moves, the root "
+            f"{first['omega']:.3f})") in text
+    summary = DOC.read_text().split(HEADING)[0]
+    assert (f"| {run['wall_s_median']:.1f} s as it ships (median of 3 runs on the 2-core AMD host "
+            "of 2026-12-07's goal runs;") in summary
+    assert f"goal host ({run['wall_s_median']:.1f} s)" in summary
+    drawn = json.loads(DRAWN.read_text())
+    assert drawn["machine"]["platform"] == run["machine"]["platform"]
+    table = next(r["transport"]["wall_s"] for r in json.loads(RESULT.read_text())["cost"]
+                 if (r["K"], r["n"]) == (20, 2000))
+    assert (f"the {drawn['rows'][0]['speedup']['all_observations']:.2f}x measured side by side "
+            f"would put it near {table / drawn['rows'][0]['speedup']['all_observations']:.0f} s"
+            ) in text
+
+
+def test_the_goal_runs_of_the_day_before_are_the_kept_file() -> None:
+    """K = 20, n = 2000 on 2026-12-06, the path started near the data (and from the prior, kept
+    beside it), as the goal states them."""
+    run = json.loads(GOAL_EARLIER.read_text())
+    text = " ".join(section().split())
+    walls = [r["wall_s"] for r in run["runs"]]
+    first = run["runs"][0]
+    assert run["command"] in text and run["machine"]["date"].startswith("2026-12-06")
+    assert f"`bench/results/{GOAL_EARLIER.name}`" in text
+    assert all(r["omega"] == first["omega"] for r in run["runs"])
+    assert (f"{run['wall_s_median']:.1f} s (the median of three runs alone, "
+            f"{min(walls):.1f}-{max(walls):.1f} s; {first['evaluations']} coverage evaluations, "
+            f"{first['resample_moves']} resample moves, the root {first['omega']:.3f} +- "
+            f"{first['omega_se']:.3f};") in text
+    assert (f"met at every evaluation** (smallest {run['ess_min_over_runs']:.0f} in the runs of "
+            "both days)") in text
+    assert round(json.loads(GOAL.read_text())["ess_min_over_runs"]) == round(run["ess_min_over_runs"])
     assert f"at the first-order root {first['omega0']:.3f}, moves all {run['B']} resamples" in text
     path, root = first["omega_path"], first["omega"]
     assert len(path) == 10 and path[0] == first["omega0"]
@@ -344,6 +393,29 @@ def test_the_goal_size_is_the_committed_run() -> None:
     assert (f"with the path from the prior the same command took {before['wall_s_median']:.1f} s "
             f"({min(old_walls):.1f}-{max(old_walls):.1f} s; {old['evaluations']} evaluations, "
             f"{old['resample_moves']} moves, root {old['omega']:.3f} +- {old['omega_se']:.3f};") in text
-    assert f"K = 20, n = 2000 took {run['wall_s_median']:.1f} s in the goal's runs" in text
+    assert f"K = 20, n = 2000 took {run['wall_s_median']:.1f} s in the goal's runs of 2026-12-06" in text
     summary = DOC.read_text().split(HEADING)[0]
-    assert f"| {run['wall_s_median']:.1f} s (median of 3 runs on the 2-core AMD host);" in summary
+    assert f"before that {run['wall_s_median']:.1f} s on 2026-12-06's host" in summary
+
+
+def test_the_drawn_observations_side_by_side_is_the_committed_run() -> None:
+    """Each resample on its drawn observations against all of them, as the section states it."""
+    data = json.loads(DRAWN.read_text())
+    text = " ".join(section().split())
+    assert data["command"] in text
+    rows = {(r["K"], r["n"]): r for r in data["rows"]}
+    goal, large = rows[(20, 2000)], rows[(5, 10_000)]
+    assert all(r["same_numbers"] for r in data["rows"])
+    walls = goal["wall_median_s"]
+    assert (f"K = 20, n = 2000 took {walls['shipped']:.1f} s as it ships against "
+            f"{walls['all_observations']:.1f} s with every resample evaluated on all observations "
+            f"(**{goal['speedup']['all_observations']:.2f}x**) and "
+            f"{walls['all_observations_blas']:.1f} s with BLAS's threads") in text
+    assert f"left unlimited ({goal['speedup']['all_observations_blas']:.2f}x)" in text
+    walls = large["wall_median_s"]
+    assert (f"{walls['shipped']:.1f} s against {walls['all_observations']:.1f} s and "
+            f"{walls['all_observations_blas']:.1f} s") in text
+    assert goal["speedup"]["all_observations"] > 1.1 and large["speedup"]["all_observations"] > 0.95
+    assert (f"the roots {goal['numbers']['omega']:.4f} and {large['numbers']['omega']:.4f} after "
+            f"{goal['numbers']['evaluations']} and {large['numbers']['evaluations']} evaluations"
+            ) in text

@@ -57,6 +57,9 @@ class DrawnForms:
         The program's whole data.
     slices : ObservationSlices
         How the data are cut, and the prior's form (shared by every subset).
+
+    Never pickled: a program sent to another process makes its own, empty
+    (:class:`~stanflow.gibbs.program.LossProgram`).
     """
 
     def __init__(self, library_file: Path, data: Mapping[str, Any],
@@ -119,10 +122,6 @@ class DrawnForms:
                 [(rows, load(self.library_file, self._text.of(keep[rows]))) for rows in bounds])
         except (ValueError, RuntimeError):
             return None
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Pickled without the loaded forms and their text (each process makes its own)."""
-        return {**self.__dict__, "_kept": OrderedDict(), "_asked": {}, "_text": None}
 
 
 class _DataText:
