@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,6 +73,7 @@ class DrawnForms:
             OrderedDict())
         self._asked: dict[bytes, int] = {}
         self._text: _DataText | None = None
+        self._lock = threading.Lock()
 
     def cut(self, weights: np.ndarray, points: int = LOAD_AFTER
             ) -> tuple[ObservationSlices, np.ndarray] | None:
@@ -88,27 +90,29 @@ class DrawnForms:
         if left_out < MIN_LEFT_OUT * used.size or left_out == used.size:
             return None
         key = hashlib.blake2b(np.packbits(used).tobytes(), digest_size=16).digest()
-        if key in self._kept:
-            self._kept.move_to_end(key)
-            form, keep = self._kept[key]
-        else:
-            asked = self._asked.get(key, 0)
-            if asked < LOAD_AFTER:
-                self._asked[key] = asked + points
-                return None
-            self._asked.pop(key, None)
-            keep = np.flatnonzero(used)
-            form = self._load(keep)
-            self._kept[key] = (form, keep)
-            while len(self._kept) > 1 and self._bytes * sum(
-                    len(k) for _, k in self._kept.values()) > KEPT_BYTES:
-                self._kept.popitem(last=False)
+        with self._lock:  # a program may serve several threads (experiment cells)
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                form, keep = self._kept[key]
+            else:
+                asked = self._asked.get(key, 0)
+                if asked < LOAD_AFTER:
+                    self._asked[key] = asked + points
+                    return None
+                self._asked.pop(key, None)
+                keep = np.flatnonzero(used)
+                form = self._load(keep)
+                self._kept[key] = (form, keep)
+                while len(self._kept) > 1 and self._bytes * sum(
+                        len(k) for _, k in self._kept.values()) > KEPT_BYTES:
+                    self._kept.popitem(last=False)
         return None if form is None else (form, weights[keep])
 
     def clear(self) -> None:
         """Drop the kept forms and what was asked for: the next weights start afresh."""
-        self._kept.clear()
-        self._asked.clear()
+        with self._lock:
+            self._kept.clear()
+            self._asked.clear()
 
     def _load(self, keep: np.ndarray) -> ObservationSlices | None:
         """The form on the observations ``keep``, as slices: in chunks where their data
