@@ -191,5 +191,5 @@ def checked_drawn(
     form.drawn = None
     if found is None or drawn.cut(weights) is None:
         return None
-    return (DrawnForms(library_file, data, slices)
-            if agrees(found, prior - losses @ weights) else None)
+    drawn.clear()  # the check's form is no resample's; the data's text is kept
+    return drawn if agrees(found, prior - losses @ weights) else None

@@ -62,13 +62,12 @@ class ObservationLayout:
     size: str
     fields: tuple[str, ...]
 
-    def cut(self, data: Mapping[str, Any], rows: slice | np.ndarray) -> dict[str, Any]:
-        """The data of the observations ``rows`` (a slice of ``range(n)`` or their indices)."""
+    def cut(self, data: Mapping[str, Any], rows: slice) -> dict[str, Any]:
+        """The data of the observations ``rows`` (a slice of ``range(n)``)."""
         out = dict(data)
         for name in self.fields:
             out[name] = np.asarray(data[name])[rows]
-        out[self.size] = (len(range(*rows.indices(int(data[self.size]))))
-                          if isinstance(rows, slice) else len(rows))
+        out[self.size] = len(range(*rows.indices(int(data[self.size]))))
         return out
 
     def bytes_per_observation(self, data: Mapping[str, Any]) -> float:
