@@ -19,7 +19,7 @@ from stanflow import arviz_compat
 from stanflow.gibbs import GridBackend, calibrate_gpc, linear_program, location_program, posterior
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
-from stanflow.gibbs.path import LearningRatePath, PathSampler, path_gpc
+from stanflow.gibbs.path import LearningRatePath, PathSampler, bridge, path_gpc
 from stanflow.gibbs.path.coverage import (
     LOW_ESS,
     BootstrapProblem,
@@ -209,6 +209,37 @@ def test_resamples_bridged_by_smc_match_their_exact_posteriors(cmdstan):
         spreads.append(np.trace(precision @ np.cov(theta, rowvar=False)) / K)
     assert np.mean(ratios) < 1.5, ratios
     assert np.median(spreads) == pytest.approx(1.0, abs=0.15), spreads
+
+
+@pytest.mark.e2e
+def test_population_from_a_poor_anchor_is_carried_by_smc(cmdstan, monkeypatch):
+    """The full data's population where the anchor's t keeps almost no draw effective
+    (its mean 1.5 posterior sds off in each of 25 coordinates, its spread half the
+    posterior's): carried from a Gaussian by SMC, it has the exact Gaussian posterior's
+    mean (within what 400 draws allow) and spread, from tens of families, where
+    resampling the t's draws would leave one or two."""
+    n, K, omega, S = 75, 25, 1.0, 400
+    rng = np.random.default_rng(11)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
+    y = X[:, 0] + rng.normal(size=n)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    precision = np.eye(K) / 100 + 2 * omega * X.T @ X
+    exact = np.linalg.solve(precision, 2 * omega * X.T @ y)
+    root = np.linalg.cholesky(precision)
+    far = exact + np.linalg.solve(root.T, np.full(K, 1.5))
+    carried = []
+    tempered = bridge._tempered_population
+    monkeypatch.setattr(bridge, "_tempered_population",
+                        lambda *a: carried.append(1) or tempered(*a))
+    target = LearningRatePath(program).target
+    u, families, _ = bridge.full_population(target, np.random.default_rng(0), far,
+                                            0.5 * np.linalg.inv(precision), omega, S)
+    assert carried
+    assert len(np.unique(families)) >= 50
+    error = root.T @ (u.mean(axis=0) - exact)
+    assert float(error @ error) / (K / S) < chi2.ppf(0.999, K) / K * 1.5
+    assert np.trace(precision @ np.cov(u, rowvar=False)) / K == pytest.approx(1.0, abs=0.15)
 
 
 @pytest.mark.e2e

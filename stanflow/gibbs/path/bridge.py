@@ -9,8 +9,8 @@ close enough to), its particles are carried there along the bridge
 
 ``lambda`` from 0 to 1, from the start's loss weights ``w_0``: the full data's
 posterior at the same ``omega`` (``w_0 = omega 1``; :func:`full_population`, one
-population for every resample: the anchor's importance sample, resampled and
-moved by HMC), or, when a resample bridged before is wanted at another
+population for every resample: independent draws of a Gaussian with the
+anchor's moments carried to it by SMC, tempered), or, when a resample bridged before is wanted at another
 ``omega``, its own particles there (``w_0 = omega_then c_b``: a bridge along
 ``omega``). Each step is as long as keeps :data:`STEP_ESS` of the particles
 effective, then the particles are resampled and moved by
@@ -68,13 +68,16 @@ MAX_MOVES = 20
 """HMC moves at ``lambda = 1`` at most, while the clustered effective size is short."""
 POPULATION_MOVES = 60
 """HMC moves of the full data's population at most (:func:`full_population`)."""
+POPULATION_DRAWS = 20
+"""The full data's population is resampled from at most this many importance draws per
+particle (fewer once their effective size reaches the particles' count)."""
+FOUNDERS = 0.25
+"""Importance draws keeping fewer than this share of the population's particles effective
+are not resampled to it: the population is carried from a Gaussian by SMC instead."""
 POPULATION_ESS = 0.9
 """The full data's population is moved until its clustered effective size reaches this
 share of its particles (one population serves every resample's bridge: its families
 are every bridge's first ones)."""
-POPULATION_DRAWS = 20
-"""The full data's population is resampled from at most this many importance draws per
-particle (fewer once their effective size reaches the particles' count)."""
 TRAJECTORY = 1.5
 """Length of an HMC trajectory on the metric's whitened scale (leapfrog steps times step size)."""
 MAX_LEAPFROG = 50
@@ -196,10 +199,31 @@ def _bridge(
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """One resample's particles at the bridge's end (loss weights ``end``), shuffled, their
     families and their clustered effective size."""
-    S = len(start.u)
-    u, lam, log_w0, families = start.u, 0.0, start.log_w, start.families
+    def log_ratio(u: np.ndarray) -> np.ndarray:
+        return program.total_loss(u, start.weights) - program.total_loss(u, end)
+
+    def density(lam: float) -> Density:
+        return _density(program, (1.0 - lam) * start.weights + lam * end)
+
+    u, lp, families = _carry(rng, hmc, start.u, start.log_w, start.families, log_ratio, density)
+    u, _, ess = _moved_on(rng, hmc, u, lp, families, density(1.0), target_ess * len(u), max_moves)
+    order = rng.permutation(len(u))
+    return u[order], families[order], ess
+
+
+def _carry(
+    rng: np.random.Generator, hmc: _Hmc, u: np.ndarray, log_w0: np.ndarray,
+    families: np.ndarray, log_ratio: Callable[[np.ndarray], np.ndarray],
+    density: Callable[[float], Density],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Weighted particles ``(u, log_w0)`` of ``density(0)`` carried by SMC to ``density(1)``
+    (``log_ratio``: the end's log density minus the start's): each step as long as keeps
+    :data:`STEP_ESS` of them effective, then resampling and :data:`MOVES_PER_STEP` HMC moves.
+    The particles, their log densities at the end and their families."""
+    S = len(u)
+    lam, lp = 0.0, np.zeros(S)
     while lam < 1.0:
-        difference = program.total_loss(u, end) - program.total_loss(u, start.weights)
+        difference = -log_ratio(u)
         difference = np.where(np.isfinite(difference), difference, np.inf)
         new = next_lambda(difference, lam, STEP_ESS * S, log_w0)
         log_w = log_w0 - (new - lam) * difference
@@ -207,17 +231,23 @@ def _bridge(
             raise FloatingPointError("bridge: no particle has a finite weight")
         ancestors = resample(rng, log_w, "systematic")
         families, lam, log_w0 = families[ancestors], new, np.zeros(S)
-        weights = (1.0 - lam) * start.weights + lam * end
-        u, lp = hmc.move(rng, u[ancestors], _density(program, weights), MOVES_PER_STEP)
-    density = _density(program, end)  # the last step's (lambda = 1: its lp is the end's)
+        u, lp = hmc.move(rng, u[ancestors], density(lam), MOVES_PER_STEP)
+    return u, lp, families
+
+
+def _moved_on(
+    rng: np.random.Generator, hmc: _Hmc, u: np.ndarray, lp: np.ndarray, families: np.ndarray,
+    density: Density, wanted: float, max_moves: int,
+) -> tuple[np.ndarray, np.ndarray, float]:
+    """Equally weighted particles moved by HMC until their clustered effective size (on the
+    metric's whitened scale) reaches ``wanted`` or ``max_moves`` more moves are made."""
     ess = clustered_ess(solve_triangular(hmc.chol, u.T, lower=True).T, lp, families)
     extra = 0
-    while ess < target_ess * S and extra < max_moves:
+    while ess < wanted and extra < max_moves:
         u, lp = hmc.move(rng, u, density, MOVES_PER_STEP)
         extra += MOVES_PER_STEP
         ess = clustered_ess(solve_triangular(hmc.chol, u.T, lower=True).T, lp, families)
-    order = rng.permutation(S)
-    return u[order], families[order], ess
+    return u, lp, ess
 
 
 def _density(program: LossProgram, weights: np.ndarray) -> Density:
@@ -256,16 +286,20 @@ def full_population(
     omega: float, draws: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The full data's Gibbs posterior at ``omega`` as ``draws`` particles on Stan's
-    unconstrained scale, their families (the importance draws they were resampled
-    from) and the Cholesky factor of their covariance (the bridges' metric).
+    unconstrained scale, their families (the independent draws they descend from) and
+    the Cholesky factor of their covariance (the bridges' metric).
 
-    Importance draws from a t at the anchor's ``mean`` and ``cov`` (the
-    particles' scale), ``draws`` at a time until their effective size reaches
-    ``draws`` (at most :data:`POPULATION_DRAWS` times as many: in tens of
-    dimensions a t keeps a few percent of its draws effective, and every family
-    the population starts with is one more for every bridge), resampled by their
-    weights and moved by HMC until their clustered effective size reaches
-    :data:`POPULATION_ESS` of them (at most :data:`POPULATION_MOVES` moves).
+    Importance draws from a t at the anchor's ``mean`` and ``cov`` (the particles'
+    scale), ``draws`` at a time until their effective size reaches ``draws`` (at most
+    :data:`POPULATION_DRAWS` times as many: in tens of dimensions a t keeps a few percent
+    of its draws effective, and every family the population starts with is one more for
+    every bridge), resampled by their weights. Where even those keep fewer than
+    :data:`FOUNDERS` ``* draws`` effective (one draw can carry most of the weight, and a
+    population of one large family measures its own and its bridges' effective size too
+    noisily to be trusted either way), ``draws`` independent draws of the Gaussian with
+    the anchor's moments are carried to the posterior by SMC instead
+    (:func:`_tempered_population`). Then moved by HMC until their clustered effective
+    size reaches :data:`POPULATION_ESS` of them (at most :data:`POPULATION_MOVES` moves).
     """
     scale = cholesky(cov)[None]
     batches: list[tuple[np.ndarray, np.ndarray]] = []
@@ -280,18 +314,58 @@ def full_population(
     u = np.concatenate([b[0] for b in batches])
     log_w = np.concatenate([b[1] for b in batches])
     finite = np.isfinite(log_w)
-    if finite.sum() < 2:
-        raise FloatingPointError("the full data's posterior: no draw of the anchor has a finite weight")
-    hmc = _Hmc(cholesky(np.atleast_2d(np.cov(u[finite], rowvar=False))))
-    density = _density(target.program, np.full(target.n, omega))
-    families = resample(rng, log_w, "systematic")[:: len(batches)]
-    u = u[families]
-    while hmc.moves < POPULATION_MOVES:
-        u, lp = hmc.move(rng, u, density, MOVES_PER_STEP)
-        x = solve_triangular(hmc.chol, u.T, lower=True).T
-        if clustered_ess(x, lp, families) >= POPULATION_ESS * draws:
-            break
+    posterior = _density(target.program, np.full(target.n, omega))
+    if finite.sum() < 2 or kish(log_w[None])[0] < FOUNDERS * draws:
+        hmc, (u, lp, families) = _tempered_population(target, rng, mean, cov, posterior, draws)
+    else:
+        hmc = _Hmc(cholesky(np.atleast_2d(np.cov(u[finite], rowvar=False))))
+        families = resample(rng, log_w, "systematic")[:: len(batches)]
+        u, lp = hmc.move(rng, u[families], posterior, MOVES_PER_STEP)
+    u = _moved_on(rng, hmc, u, lp, families, posterior, POPULATION_ESS * draws,
+                  POPULATION_MOVES - hmc.moves)[0]
     return u, families, cholesky(np.atleast_2d(np.cov(u, rowvar=False)))
+
+
+def _tempered_population(
+    target: PathTarget, rng: np.random.Generator, mean: np.ndarray, cov: np.ndarray,
+    posterior: Density, draws: int,
+) -> tuple[_Hmc, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``draws`` independent draws of the Gaussian ``g`` with the anchor's moments (on the
+    unconstrained scale, :func:`_unconstrained_gaussian`) carried by SMC along ``g^(1 -
+    lambda) posterior^lambda`` (:func:`_carry`, HMC on ``g``'s metric); the HMC kernel, and
+    the particles, their log densities and their families (the Gaussian's draws)."""
+    center, chol = _unconstrained_gaussian(target, rng, mean, cov, draws)
+
+    def log_gaussian(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        e = solve_triangular(chol, (x - center).T, lower=True)
+        return -0.5 * np.sum(e**2, axis=0), -solve_triangular(chol, e, lower=True, trans="T").T
+
+    def density(lam: float) -> Density:
+        def tempered(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            (lp, grad), (lg, gg) = posterior(x), log_gaussian(x)
+            return lam * lp + (1.0 - lam) * lg, lam * grad + (1.0 - lam) * gg
+        return tempered
+
+    hmc = _Hmc(chol)
+    u0 = center + rng.standard_normal((draws, len(center))) @ chol.T
+    return hmc, _carry(rng, hmc, u0, np.zeros(draws), np.arange(draws),
+                       lambda x: posterior(x)[0] - log_gaussian(x)[0], density)
+
+
+def _unconstrained_gaussian(
+    target: PathTarget, rng: np.random.Generator, mean: np.ndarray, cov: np.ndarray, draws: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and Cholesky factor of the Gaussian ``N(mean, cov)`` on Stan's unconstrained
+    scale: itself for particles on that scale, else the moments of ``draws`` of its
+    draws mapped there (those inside the box)."""
+    if target.space == "unconstrained":
+        return mean, cholesky(cov)
+    z = mean + rng.standard_normal((draws, len(mean))) @ cholesky(cov).T
+    u = target.unconstrained(z)
+    u = u[np.isfinite(u).all(axis=1)]
+    if len(u) < 2:
+        raise FloatingPointError("the full data's posterior: no draw of the anchor is in the box")
+    return u.mean(axis=0), cholesky(np.atleast_2d(np.cov(u, rowvar=False)))
 
 
 def clustered_ess(x: np.ndarray, log_density: np.ndarray, families: np.ndarray) -> float:
