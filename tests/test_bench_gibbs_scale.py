@@ -146,25 +146,44 @@ def test_the_goals_text_is_the_committed_run(data: dict, versus: list[dict]) -> 
     assert run["command"] in text and (run["row"]["K"], run["row"]["n"]) == (50, 500)
     assert run["machine"]["platform"] == goal["machine"]["platform"]  # the goal runs' host
     assert k50["low_ess_share"] == 0 and k50["bridged"] >= run["B"]
-    assert (f"the smallest effective size 128, the median {k50['ess_median_at_root']:.0f} of 400, "
-            f"`low_ess_share` 0, the root {k50['omega']:.3f} +- {k50['omega_se']:.3f}") in text
-    assert f"{k50['ess_min_at_root']:.0f}" == "128" and k50["ess_min_at_root"] >= 100
-    assert (f"the smallest effective size over the {k50['evaluations']} evaluations was "
-            f"{k50['ess_min_over_evaluations']:.1f}") in text
+    worst = min(k50["ess_min_per_evaluation"])
+    assert worst == k50["ess_min_over_evaluations"] >= 100  # healthy at every evaluation
+    assert len(k50["ess_min_per_evaluation"]) == k50["evaluations"]
+    assert (f"the smallest effective size over the {k50['evaluations']} evaluations {worst:.1f}, "
+            f"at the root the smallest {k50['ess_min_at_root']:.0f}, the median "
+            f"{k50['ess_median_at_root']:.0f} of 400, `low_ess_share` 0, the root "
+            f"{k50['omega']:.3f} +- {k50['omega_se']:.3f}") in text
     assert (f"{k50['wall_s']:.1f} s for {k50['evaluations']} evaluations, {k50['bridged']} bridges"
             in text)
     assert f"HMC acceptance {k50['hmc_acceptance']:.2f}), against {goal['wall_s_median']:.1f} s" in text
     assert f"(the first-order root {k50['omega0']:.3f})" in text
+    before_run = json.loads((K50.parent / "gibbs_scale_k50_t_population.json").read_text())
+    before = before_run["row"]["transport"]
+    assert before_run["command"] == run["command"] and before_run["seed"] == run["seed"]
+    per = before["ess_min_per_evaluation"]
+    assert min(per) == before["ess_min_over_evaluations"] and len(per) == before["evaluations"]
+    assert (per[0] < 100 <= min(per[2:]) and per[1] < 100
+            and before["low_ess_per_evaluation"][:2] == [80, 1])
+    assert (f"80 of the 200 resamples fell below 100 there, the smallest to {per[0]:.1f}, and the "
+            f"second evaluation left one at {per[1]:.1f}") in text
+    assert (f"{before['wall_s']:.1f} s for {before['evaluations']} evaluations and "
+            f"{before['bridged']} bridges, the root {before['omega']:.3f} +- "
+            f"{before['omega_se']:.3f}") in text
+    gap = abs(k50["omega"] - before["omega"]) / math.hypot(k50["omega_se"], before["omega_se"])
+    assert f"The two roots are {gap:.1f} errors of their difference apart" in text
+    assert 2 * k50["evaluations"] == before["evaluations"]  # "half the evaluations"
+    assert f"({before['wall_s'] / k50['wall_s']:.1f}x less)" in text
     guide = " ".join(GIBBS_DOC.read_text().split())
-    assert (f"the smallest effective size there {k50['ess_min_at_root']:.0f} of 400, though at one "
-            f"of the search's {k50['evaluations']} evaluations a resample fell to "
-            f"{k50['ess_min_over_evaluations']:.1f}") in guide
+    assert (f"the smallest effective size {worst:.1f} of 400 over the search's "
+            f"{k50['evaluations']} evaluations, {k50['ess_min_at_root']:.0f} at the root") in guide
     assert (f"the whole calibration took {k50['wall_s']:.1f} s there, against "
             f"{goal['wall_s_median']:.1f} s at K = 20, n = 2000 on the same host") in guide
-    assert (f"at the root (ESS >= {k50['ess_min_at_root']:.0f}, SMC bridges; "
-            f"{k50['ess_min_over_evaluations']:.1f} at the worst evaluation) in "
-            f"{k50['wall_s']:.1f} s as it ships ({old['wall_s']:.1f} s with the calibration of "
-            "2026-12-05)") in summary
+    assert (f"{before['wall_s']:.1f} s with the population always resampled from the t, when a "
+            f"resample fell to {per[0]:.1f} at the first evaluation") in guide
+    assert (f"K = 50 healthy at every evaluation (ESS >= {worst:.1f}, SMC bridges) in "
+            f"{k50['wall_s']:.1f} s as it ships ({before['wall_s']:.1f} s and {per[0]:.1f} at the "
+            f"worst evaluation with the population resampled from a t, {old['wall_s']:.1f} s with "
+            "the calibration of 2026-12-05)") in summary
     goal_size = cost[(20, 2000)]
     assert f"the same calibration took {goal_size['wall_s']:.1f} s in the table" in text
     assert f"the goal's size, K = 20, n = 2000, in {goal_size['wall_s']:.1f} s" in text
