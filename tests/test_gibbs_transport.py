@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import chi2, norm
+from scipy.stats import chi2, norm, truncnorm
 
 from stanflow import arviz_compat
 from stanflow.gibbs import GridBackend, calibrate_gpc, linear_program, location_program, posterior
@@ -169,6 +169,16 @@ def test_each_resample_matches_its_nuts_posterior_with_ten_coefficients(cmdstan)
     assert reweighted.low_ess > found.low_ess
 
 
+def exact_gaussian_regression(n, K):
+    """Squared loss and a N(0, 10^2) prior: every (weighted) Gibbs posterior is Gaussian."""
+    rng = np.random.default_rng(11)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
+    y = X[:, 0] + rng.normal(size=n)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    return X, y, program
+
+
 @pytest.mark.e2e
 def test_resamples_bridged_by_smc_match_their_exact_posteriors(cmdstan):
     """K = 25, n = 75 (three observations per coefficient), squared loss and a
@@ -180,11 +190,7 @@ def test_resamples_bridged_by_smc_match_their_exact_posteriors(cmdstan):
     standardised errors average at most about ``K / ESS``: the clustered
     effective size is not overstated), and their spread is the posterior's."""
     n, K, B, omega = 75, 25, 16, 1.0
-    rng = np.random.default_rng(11)
-    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
-    y = X[:, 0] + rng.normal(size=n)
-    program = linear_program(y, X, loss="squared", prior="normal",
-                             prior_params={"mean": 0, "sd": 10})
+    X, y, program = exact_gaussian_regression(n, K)
     estimate = program.estimate().theta
     path = LearningRatePath(program, sampler=PathSampler(n_particles=2000, n_moves=3), seed=1)
     indices = bootstrap_indices(n, B, np.random.SeedSequence(3))
@@ -219,11 +225,7 @@ def test_population_from_a_poor_anchor_is_carried_by_smc(cmdstan, monkeypatch):
     mean (within what 400 draws allow) and spread, from tens of families, where
     resampling the t's draws would leave one or two."""
     n, K, omega, S = 75, 25, 1.0, 400
-    rng = np.random.default_rng(11)
-    X = np.column_stack([np.ones(n), rng.normal(size=(n, K - 1))])
-    y = X[:, 0] + rng.normal(size=n)
-    program = linear_program(y, X, loss="squared", prior="normal",
-                             prior_params={"mean": 0, "sd": 10})
+    X, y, program = exact_gaussian_regression(n, K)
     precision = np.eye(K) / 100 + 2 * omega * X.T @ X
     exact = np.linalg.solve(precision, 2 * omega * X.T @ y)
     root = np.linalg.cholesky(precision)
@@ -240,6 +242,32 @@ def test_population_from_a_poor_anchor_is_carried_by_smc(cmdstan, monkeypatch):
     error = root.T @ (u.mean(axis=0) - exact)
     assert float(error @ error) / (K / S) < chi2.ppf(0.999, K) / K * 1.5
     assert np.trace(precision @ np.cov(u, rowvar=False)) / K == pytest.approx(1.0, abs=0.15)
+
+
+@pytest.mark.e2e
+def test_population_on_a_box_from_a_poor_anchor(cmdstan, monkeypatch):
+    """The same on a shipped prior's box (the particles' scale not Stan's): squared loss
+    and a uniform prior on [-1, 3], data centred near the bound, so the Gibbs posterior
+    at omega = 1 is a normal truncated at 3. From an anchor 15 posterior sds off, the
+    population's mean and sd are the truncated normal's (within what 400 draws allow)."""
+    y = np.random.default_rng(2).normal(2.9, 1.0, size=20)
+    program = location_program(y, loss="squared", bounds=(-1, 3))
+    target = LearningRatePath(program).target
+    assert target.space == "box"
+    sd = 1 / math.sqrt(2 * len(y))
+    truth = truncnorm((-1 - y.mean()) / sd, (3 - y.mean()) / sd, y.mean(), sd)
+    carried = []
+    tempered = bridge._tempered_population
+    monkeypatch.setattr(bridge, "_tempered_population",
+                        lambda *a: carried.append(1) or tempered(*a))
+    u, _, _ = bridge.full_population(target, np.random.default_rng(0),
+                                     np.array([truth.mean() - 15 * truth.std()]),
+                                     np.array([[0.25 * truth.var()]]), 1.0, 400)
+    theta = program.constrain(u)[:, 0]
+    assert carried
+    assert abs(theta.mean() - truth.mean()) < 4 * truth.std() / math.sqrt(400 * 0.5)
+    assert theta.std() == pytest.approx(truth.std(), rel=0.15)
+    assert theta.max() <= 3
 
 
 @pytest.mark.e2e

@@ -9,9 +9,10 @@ close enough to), its particles are carried there along the bridge
 
 ``lambda`` from 0 to 1, from the start's loss weights ``w_0``: the full data's
 posterior at the same ``omega`` (``w_0 = omega 1``; :func:`full_population`, one
-population for every resample: independent draws of a Gaussian with the
-anchor's moments carried to it by SMC, tempered), or, when a resample bridged before is wanted at another
-``omega``, its own particles there (``w_0 = omega_then c_b``: a bridge along
+population for every resample: the anchor's importance sample resampled, or,
+where that keeps too few draws effective, draws of a Gaussian with the anchor's
+moments carried to it by SMC; then moved by HMC), or, when a resample bridged
+before is wanted at another ``omega``, its own particles there (``w_0 = omega_then c_b``: a bridge along
 ``omega``). Each step is as long as keeps :data:`STEP_ESS` of the particles
 effective, then the particles are resampled and moved by
 :data:`MOVES_PER_STEP` HMC moves on the program's gradients in process
