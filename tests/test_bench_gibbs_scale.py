@@ -130,7 +130,7 @@ def test_the_goals_text_is_the_committed_run(data: dict, versus: list[dict]) -> 
     assert [(c["omega"], c["omega_se"]) for c in cost_rows] == [(r["root"], r["root_se"])
                                                                  for r in versus]
     summary = DOC.read_text().split(HEADING)[0]
-    assert (f"roots within {gaps[0]:.1f}, {gaps[1]:.1f} and {gaps[2]:.1f} errors of both") in summary
+    assert f"roots within {gaps[0]:.1f}, {gaps[1]:.1f}, {gaps[2]:.1f} and " in summary
     earlier = json.loads(EARLIER.read_text())  # K = 50: the run of 2026-12-05, kept whole
     old = next(r["transport"] for r in earlier["cost"] if (r["K"], r["n"]) == (50, 500))
     assert old["low_ess_share"] == 0 and old["ess_min_over_evaluations"] >= 100
@@ -173,6 +173,22 @@ def test_the_goals_text_is_the_committed_run(data: dict, versus: list[dict]) -> 
     assert f"The two roots are {gap:.1f} errors of their difference apart" in text
     assert 2 * k50["evaluations"] == before["evaluations"]  # "half the evaluations"
     assert f"({before['wall_s'] / k50['wall_s']:.1f}x less)" in text
+    nuts_run = json.loads((K50.parent / "gibbs_scale_nuts_K50.json").read_text())
+    nuts = nuts_run["rows"][0]
+    assert nuts_run["command"] in text and (nuts["K"], nuts["n"]) == (50, 500)
+    assert nuts_run["machine"]["platform"] == run["machine"]["platform"]
+    assert nuts["root"] == k50["omega"] and nuts["root_se"] == k50["omega_se"]
+    assert (f"the moved design's root {nuts['root']:.3f} +- {nuts['root_se']:.3f} (the run above's, "
+            f"to the last digit) against the NUTS root {nuts['nuts_root']:.3f} +- "
+            f"{nuts['nuts_root_se']:.3f}, {nuts['gap_in_errors_of_both']:.1f} errors of both "
+            "apart") in text
+    assert nuts["gap_in_errors_of_both"] < 2
+    gap50 = f"{nuts['gap_in_errors_of_both']:.1f}"
+    assert f"roots within 0.6, 1.7, 1.3 and {gap50} errors of both;" in summary
+    assert (f"first evaluation), its root {gap50} errors of both from the root of NUTS per "
+            "resample") in " ".join(GIBBS_DOC.read_text().split())
+    moved, by_nuts = (" / ".join(map(str, nuts[key])) for key in ("counts_moved", "counts_nuts"))
+    assert f"moved root {moved} moved and {by_nuts} by NUTS" in text
     guide = " ".join(GIBBS_DOC.read_text().split())
     assert (f"the smallest effective size {worst:.1f} of 400 over the search's "
             f"{k50['evaluations']} evaluations, {k50['ess_min_at_root']:.0f} at the root") in guide

@@ -205,6 +205,24 @@ for _ in RunSet.open(sys.argv[1]).run(chunk_size=2, progress=False):
 """
 
 
+def wait_until_released(lock_file: Path) -> None:
+    """Wait (a minute at most) until no process holds ``lock_file``: the killed child's own
+    children (a process forked to start CmdStan holds its descriptors until it execs) may
+    outlive it by a moment on a loaded machine, and until the last is gone the folder is
+    rightly refused as being run."""
+    deadline = time.monotonic() + 60
+    with open(lock_file) as lock:
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "the killed processes still hold the folder"
+                time.sleep(0.05)
+                continue
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            return
+
+
 def test_kill_then_resume_equals_an_uninterrupted_run(model, tmp_path):
     rng = np.random.default_rng(4)
     # spin makes each run take a moment, so the kill lands in the middle.
@@ -223,6 +241,7 @@ def test_kill_then_resume_equals_an_uninterrupted_run(model, tmp_path):
         time.sleep(0.02)
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
+    wait_until_released(killed.out_dir / ".lock")
     done_before = dict(read_manifest(killed.out_dir))
     assert 0 < len(done_before) < 16, "the kill should land mid-way"
     stamps = {
