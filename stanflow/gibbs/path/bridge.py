@@ -12,10 +12,10 @@ posterior at the same ``omega`` (``w_0 = omega 1``; :func:`full_population`, one
 population for every resample: the anchor's importance sample resampled, or,
 where that keeps too few draws effective, draws of a Gaussian with the anchor's
 moments carried to it by SMC; then moved by HMC), or, when a resample bridged
-before is wanted at another ``omega``, its own particles there (``w_0 = omega_then c_b``: a bridge along
-``omega``). Each step is as long as keeps :data:`STEP_ESS` of the particles
-effective, then the particles are resampled and moved by
-:data:`MOVES_PER_STEP` HMC moves on the program's gradients in process
+before is wanted at another ``omega``, its own particles there (``w_0 =
+omega_then c_b``: a bridge along ``omega``). Each step is as long as keeps
+:data:`STEP_ESS` of the particles effective, then the particles are resampled
+and moved by :data:`MOVES_PER_STEP` HMC moves on the program's gradients in process
 (:func:`stanflow.gibbs.hmc.hmc_moves`: the metric the full data's particles'
 covariance, trajectories :data:`TRAJECTORY` long on its whitened scale, the
 step size adapted to the acceptance). The SMC sampler of Del Moral, Doucet and
