@@ -217,35 +217,42 @@ def test_resamples_bridged_by_smc_match_their_exact_posteriors(cmdstan):
     assert np.median(spreads) == pytest.approx(1.0, abs=0.15), spreads
 
 
+@pytest.fixture
+def carried(monkeypatch):
+    """A list that grows by one each time a population is carried from a Gaussian by SMC."""
+    calls = []
+    tempered = bridge._tempered_population
+    monkeypatch.setattr(bridge, "_tempered_population",
+                        lambda *a: calls.append(1) or tempered(*a))
+    return calls
+
+
 @pytest.mark.e2e
-def test_population_from_a_poor_anchor_is_carried_by_smc(cmdstan, monkeypatch):
+def test_population_from_a_poor_anchor_is_carried_by_smc(cmdstan, carried):
     """The full data's population where the anchor's t keeps almost no draw effective
-    (its mean 1.5 posterior sds off in each of 25 coordinates, its spread half the
+    (its mean 3 posterior sds off in each of 25 coordinates, its spread half the
     posterior's): carried from a Gaussian by SMC, it has the exact Gaussian posterior's
-    mean (within what 400 draws allow) and spread, from tens of families, where
-    resampling the t's draws would leave one or two."""
+    mean (within what 400 draws allow) and spread, from tens of families (24-35 over
+    three seeds), where resampling the t's draws leaves 1-8: every bridge's families
+    descend from them, and a few large ones measure its effective size too noisily."""
     n, K, omega, S = 75, 25, 1.0, 400
     X, y, program = exact_gaussian_regression(n, K)
     precision = np.eye(K) / 100 + 2 * omega * X.T @ X
     exact = np.linalg.solve(precision, 2 * omega * X.T @ y)
     root = np.linalg.cholesky(precision)
-    far = exact + np.linalg.solve(root.T, np.full(K, 1.5))
-    carried = []
-    tempered = bridge._tempered_population
-    monkeypatch.setattr(bridge, "_tempered_population",
-                        lambda *a: carried.append(1) or tempered(*a))
+    far = exact + np.linalg.solve(root.T, np.full(K, 3.0))
     target = LearningRatePath(program).target
     u, families, _ = bridge.full_population(target, np.random.default_rng(0), far,
                                             0.5 * np.linalg.inv(precision), omega, S)
     assert carried
-    assert len(np.unique(families)) >= 50
+    assert len(np.unique(families)) >= 15
     error = root.T @ (u.mean(axis=0) - exact)
     assert float(error @ error) / (K / S) < chi2.ppf(0.999, K) / K * 1.5
     assert np.trace(precision @ np.cov(u, rowvar=False)) / K == pytest.approx(1.0, abs=0.15)
 
 
 @pytest.mark.e2e
-def test_population_on_a_box_from_a_poor_anchor(cmdstan, monkeypatch):
+def test_population_on_a_box_from_a_poor_anchor(cmdstan, carried):
     """The same on a shipped prior's box (the particles' scale not Stan's): squared loss
     and a uniform prior on [-1, 3], data centred near the bound, so the Gibbs posterior
     at omega = 1 is a normal truncated at 3. From an anchor 15 posterior sds off, the
@@ -256,10 +263,6 @@ def test_population_on_a_box_from_a_poor_anchor(cmdstan, monkeypatch):
     assert target.space == "box"
     sd = 1 / math.sqrt(2 * len(y))
     truth = truncnorm((-1 - y.mean()) / sd, (3 - y.mean()) / sd, y.mean(), sd)
-    carried = []
-    tempered = bridge._tempered_population
-    monkeypatch.setattr(bridge, "_tempered_population",
-                        lambda *a: carried.append(1) or tempered(*a))
     u, _, _ = bridge.full_population(target, np.random.default_rng(0),
                                      np.array([truth.mean() - 15 * truth.std()]),
                                      np.array([[0.25 * truth.var()]]), 1.0, 400)
