@@ -35,6 +35,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 import subprocess
 import sys
@@ -107,23 +108,26 @@ def stanflow_fit(x: Any, y: Any, tau: float, seed: int) -> dict[str, Any]:
     slope intervals at GPC and plug-in, each variant timed."""
     import numpy as np
 
-    from stanflow.gibbs import calibrate_path, linear_program
+    from stanflow.gibbs import calibrate_importance, calibrate_path, linear_program
 
     record: dict[str, Any] = {}
     for adjust, suffix in (("none", ""), ("sandwich", "_adjusted")):
-        start = time.perf_counter()
-        program = linear_program(
-            y, np.column_stack([np.ones(len(x)), x]), loss="check", loss_params={"tau": tau},
-            prior="normal", prior_params={"mean": 0, "sd": 10},
-        )
-        calibration = calibrate_path(program, seed=seed, rules=["plugin"],
-                                     adjust=adjust).calibration
-        record[f"seconds{suffix}"] = time.perf_counter() - start
-        slope = calibration["rule_interval"].isel(param=1)
-        for rule, name in (("gpc_path", "gpc"), ("plugin", "plugin")):
-            record[f"omega_{name}{suffix}"] = float(calibration["rule_omega"].sel(rule=rule))
-            record[f"{name}{suffix}"] = [float(v) for v in slope.sel(rule=rule).values]
-        record[f"low_ess_share{suffix}"] = float(calibration["low_ess_share"])
+        for calibrate, design in ((calibrate_path, ""), (calibrate_importance, "importance_")):
+            start = time.perf_counter()
+            program = linear_program(
+                y, np.column_stack([np.ones(len(x)), x]), loss="check",
+                loss_params={"tau": tau}, prior="normal", prior_params={"mean": 0, "sd": 10},
+            )
+            calibration = calibrate(program, seed=seed, rules=["plugin"],
+                                    adjust=adjust).calibration
+            record[f"{design}seconds{suffix}"] = time.perf_counter() - start
+            slope = calibration["rule_interval"].isel(param=1)
+            gpc = "gpc_path" if design == "" else "gpc"
+            for rule, name in ((gpc, "gpc"), ("plugin", "plugin")):
+                record[f"omega_{design}{name}{suffix}"] = float(
+                    calibration["rule_omega"].sel(rule=rule))
+                record[f"{design}{name}{suffix}"] = [float(v) for v in slope.sel(rule=rule).values]
+            record[f"{design}low_ess_share{suffix}"] = float(calibration["low_ess_share"])
     return record
 
 
@@ -164,15 +168,16 @@ def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float) 
             "seconds_per_fit": float((rows["seconds_nid"] + rows["seconds_boot"]).mean()),
         },
     }
-    for suffix in ("", "_adjusted"):
-        seconds = float(np.mean([f[f"seconds{suffix}"] for f in fits]))
+    for design, suffix in itertools.product(("", "importance_"), ("", "_adjusted")):
+        seconds = float(np.mean([f[f"{design}seconds{suffix}"] for f in fits]))
         for rule in ("gpc", "plugin"):
-            methods[f"stanflow_{rule}{suffix}"] = {
-                **coverage([tuple(f[f"{rule}{suffix}"]) for f in fits], truth),
+            methods[f"stanflow_{design}{rule}{suffix}"] = {
+                **coverage([tuple(f[f"{design}{rule}{suffix}"]) for f in fits], truth),
                 "seconds_per_fit": seconds,
-                "median_omega": float(np.median([f[f"omega_{rule}{suffix}"] for f in fits])),
+                "median_omega": float(np.median([f[f"omega_{design}{rule}{suffix}"]
+                                                 for f in fits])),
             }
-    gpc = methods["stanflow_gpc"]
+    boot = methods["quantreg_boot"]["seconds_per_fit"]
     return {
         "truth_slope": truth,
         "methods": methods,
@@ -180,9 +185,17 @@ def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float) 
         "r_seconds_per_data_set_incl_startup": r["process_wall"] / len(rows),
         "max_low_ess_share": max(max(f["low_ess_share"], f["low_ess_share_adjusted"])
                                  for f in fits),
+        "max_importance_low_ess_share": max(
+            max(f["importance_low_ess_share"], f["importance_low_ess_share_adjusted"])
+            for f in fits),
         "goal_coverage_met": coverage_goal_met(methods, len(fits)),
         "goal_coverage_met_adjusted": coverage_goal_met(methods, len(fits), "stanflow_gpc_adjusted"),
-        "goal_time_met": gpc["seconds_per_fit"] <= methods["quantreg_boot"]["seconds_per_fit"],
+        "goal_coverage_met_importance": coverage_goal_met(methods, len(fits),
+                                                          "stanflow_importance_gpc"),
+        "goal_coverage_met_importance_adjusted": coverage_goal_met(
+            methods, len(fits), "stanflow_importance_gpc_adjusted"),
+        "goal_time_met": methods["stanflow_gpc"]["seconds_per_fit"] <= boot,
+        "goal_time_met_importance": methods["stanflow_importance_gpc"]["seconds_per_fit"] <= boot,
     }
 
 
@@ -229,9 +242,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 fits = [stanflow_fit(x, y, tau, seed=d) for d, (x, y) in enumerate(data)]
                 key = f"{design}_tau{tau}"
                 cells[key] = summarise_cell(r, fits, true_slope(design, tau))
-                print(f"{key}: R {r['process_wall']:.1f} s, stanflow "
-                      f"{sum(f['seconds'] + f['seconds_adjusted'] for f in fits):.1f} s",
-                      flush=True)
+                path, importance = (
+                    sum(f[f"{d}seconds"] + f[f"{d}seconds_adjusted"] for f in fits)
+                    for d in ("", "importance_"))
+                print(f"{key}: R {r['process_wall']:.1f} s, stanflow {path:.1f} s "
+                      f"(importance {importance:.1f} s)", flush=True)
     rows = [
         [cell, method, m["coverage"], m["se"], m["median_width"], m["seconds_per_fit"]]
         for cell, summary in cells.items()
@@ -247,7 +262,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "versions": {"r_quantreg": versions, "stanflow": _stanflow_version()},
         "settings": {"n": N, "taus": list(TAUS), "datasets": datasets, "level": LEVEL,
                      "boot_r": args.boot_r, "seed": SEED, "stanflow_particles": 4000,
-                     "stanflow_B": 200, "prior": "normal(0, 10) on both coefficients"},
+                     "stanflow_importance_draws": 2000, "stanflow_B": 200,
+                     "prior": "normal(0, 10) on both coefficients"},
         "stanflow_make_program_wall": program_wall,
         "cells": cells,
         "goal": "stanflow GPC coverage at least as close to 0.95 as quantreg's best, "

@@ -26,6 +26,9 @@ Everything here takes one object, a loss program bound to its data:
   plug-in and Holmes-Walker on it, for many coefficients with particles
   moved to every resample (:mod:`~stanflow.gibbs.path.transport`); the
   sweep's particles and moves are one argument object, :class:`PathSampler`;
+- :func:`calibrate_importance` (:mod:`~stanflow.gibbs.importance`): GPC, the
+  plug-in and Holmes-Walker from one importance sample of a Student-t fitted
+  to the sandwich, for a few parameters in milliseconds;
 - the shape fix (:mod:`~stanflow.gibbs.shape`): draws moved to the sandwich's
   shape (:func:`adjust_draws`, :func:`sandwich_shape`; ``calibrate_path(...,
   adjust="sandwich")``);
@@ -36,6 +39,7 @@ See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
 
 from stanflow.gibbs.contract import ContractError
 from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
+from stanflow.gibbs.importance import calibrate_importance
 from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.path import LearningRatePath, PathSampler, calibrate_path, gibbs_path
 from stanflow.gibbs.plugin import calibrate_plugin
@@ -60,6 +64,7 @@ __all__ = [
     "adjust_draws",
     "calibrate_gpc",
     "calibrate_holmes_walker",
+    "calibrate_importance",
     "calibrate_path",
     "calibrate_plugin",
     "calibrate_safebayes",

@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 import xarray as xr
@@ -80,8 +80,40 @@ def rules_on_path(
     ----------
     path : xarray.Dataset
         The ``path`` group, reaching every rule's ``omega``.
+    omegas, probs, shape
+        As :func:`rule_posteriors`.
+
+    Returns
+    -------
+    xarray.Dataset
+        :func:`rule_posteriors`'s.
+    """
+
+    def read(omega: float) -> tuple[np.ndarray, np.ndarray, float]:
+        r = reweight(path, omega)
+        return r.theta, r.weights, r.ess
+
+    return rule_posteriors(read, omegas, list(path["param"].values), probs, shape)
+
+
+def rule_posteriors(
+    read: Callable[[float], tuple[np.ndarray, np.ndarray, float]],
+    omegas: Mapping[str, float],
+    names: Sequence[str],
+    probs: Sequence[float] = (0.025, 0.975),
+    shape: np.ndarray | None = None,
+) -> xr.Dataset:
+    """Each rule's Gibbs posterior from weighted draws: its mean, interval and ESS.
+
+    Parameters
+    ----------
+    read : callable
+        ``omega -> (theta, weights, ess)``: draws ``(S, K)``, their normalised
+        weights ``(S,)`` and Kish effective sample size at ``omega``.
     omegas : mapping of str to float
         Rule name -> learning rate.
+    names : sequence of str
+        The ``K`` parameters.
     probs : sequence of two floats, default (0.025, 0.975)
         The interval's ends.
     shape : array_like, shape (K, K), optional
@@ -94,26 +126,26 @@ def rules_on_path(
         Dim ``rule``: ``rule_omega``, ``rule_ess``, ``rule_mean`` (``rule``,
         ``param``) and ``rule_interval`` (``rule``, ``end``, ``param``).
     """
-    names = list(omegas)
-    K = path.sizes["param"]
-    mean = np.empty((len(names), K))
-    interval = np.empty((len(names), 2, K))
-    ess = np.empty(len(names))
-    for j, name in enumerate(names):
-        r = reweight(path, float(omegas[name]))
-        mean[j] = r.weights @ r.theta
-        theta = r.theta if shape is None or K == 1 else adjust_draws(r.theta, shape, r.weights)
+    rules = list(omegas)
+    K = len(names)
+    mean = np.empty((len(rules), K))
+    interval = np.empty((len(rules), 2, K))
+    ess = np.empty(len(rules))
+    for j, name in enumerate(rules):
+        theta, weights, ess[j] = read(float(omegas[name]))
+        mean[j] = weights @ theta
+        if shape is not None and K > 1:
+            theta = adjust_draws(theta, shape, weights)
         for p in range(K):
-            interval[j, :, p] = weighted_quantile(theta[:, p], r.weights, np.asarray(probs))
-        ess[j] = r.ess
+            interval[j, :, p] = weighted_quantile(theta[:, p], weights, np.asarray(probs))
     return xr.Dataset(
         {
-            "rule_omega": ("rule", np.array([float(omegas[n]) for n in names])),
+            "rule_omega": ("rule", np.array([float(omegas[n]) for n in rules])),
             "rule_ess": ("rule", ess),
             "rule_mean": (("rule", "param"), mean),
             "rule_interval": (("rule", "end", "param"), interval),
         },
-        coords={"rule": names, "end": ["lower", "upper"], "param": path["param"].values},
+        coords={"rule": rules, "end": ["lower", "upper"], "param": list(names)},
     )
 
 

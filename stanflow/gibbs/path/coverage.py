@@ -70,6 +70,7 @@ def region_statistic(
     omega: float,
     estimate: np.ndarray,
     shape: np.ndarray | None = None,
+    rows: int = ROWS,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each resample's statistic for its region at ``omega``, and its effective size.
 
@@ -93,6 +94,8 @@ def region_statistic(
         (:mod:`stanflow.gibbs.shape`): the draws' distances stay, the
         estimate's is taken in ``c_b shape`` (``c_b`` keeping the resample's
         generalised variance).
+    rows : int, default :data:`ROWS`
+        Resamples per block.
 
     Returns
     -------
@@ -119,13 +122,14 @@ def region_statistic(
         shape = None
     base = (log_base - log_base.max()).astype(np.float32)
     statistic, ess = np.empty(B), np.empty(B)
-    buffer = np.empty((ROWS, S), np.float32)
-    closer = np.empty((ROWS, S), np.float32)
-    for start in range(0, B, ROWS):
-        block = slice(start, min(start + ROWS, B))
-        rows = resample_loss[block]
-        w = buffer[: rows.shape[0]]
-        np.multiply(rows - rows.min(axis=1, keepdims=True), -omega, out=w, casting="same_kind")
+    buffer = np.empty((rows, S), np.float32)
+    closer = np.empty((rows, S), np.float32)
+    for start in range(0, B, rows):
+        block = slice(start, min(start + rows, B))
+        losses = resample_loss[block]
+        w = buffer[: losses.shape[0]]
+        np.multiply(losses - losses.min(axis=1, keepdims=True), -omega, out=w,
+                    casting="same_kind")
         w += base
         w -= w.max(axis=1, keepdims=True)
         np.exp(w, out=w)
@@ -148,7 +152,7 @@ def region_statistic(
             offset = (np.einsum("bk,bk->b", linear, mean)
                       - np.einsum("bk,bkl,bl->b", mean, adjusted, mean)).astype(np.float32)
         coef = np.concatenate([-2 * linear, inverse.reshape(-1, K * K)], axis=1)
-        mask = closer[: rows.shape[0]]
+        mask = closer[: losses.shape[0]]
         np.less(coef.astype(np.float32) @ features.T + offset[:, None], 0.0, out=mask)
         statistic[block] = np.einsum("bs,bs->b", w, mask, dtype=np.float64) / total
     return statistic, ess

@@ -1,0 +1,184 @@
+"""GPC and the rules from one importance sample, against closed forms.
+
+Both programs here have Gaussian Gibbs posteriors for every resample and
+``omega``: a linear template under squared loss with normal priors (the
+template's NumPy twin of the loss) and a user's power posterior of a normal
+mean (Stan's losses on the unconstrained scale). GPC's covering count is then
+exact (a resample's region holds the estimate when its Mahalanobis distance,
+or the interval's ends, say so), and so is its root; each rule's interval is
+the Gaussian's quantiles.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from stanflow import arviz_compat
+from stanflow.gibbs import LossProgram, calibrate_importance, linear_program
+from stanflow.gibbs.gpc import bootstrap_indices
+from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.importance import ImportanceProblem, student_t_draws
+from stanflow.gibbs.shape import volume_scale
+
+pytestmark = pytest.mark.e2e
+
+STAN = Path(__file__).parent / "stan"
+SIGMA, PRIOR_MEAN, PRIOR_SD = 1.5, 0.5, 3.0
+TARGET = 190  # (1 - alpha) B at the defaults
+ROOT_TOL = 4.0
+"""The root agrees with the exact one within this many of its stated errors (plus the bracket)."""
+
+
+def bootstrap_counts(n, seed):
+    """The counts of GPC's 200 resamples from ``seed``, as calibrate_importance draws them."""
+    return resample_counts(bootstrap_indices(n, 200, np.random.SeedSequence(seed)), n)
+
+
+def exact_root(count, lo=0.01, hi=100.0):
+    """Where an exact covering count (decreasing in omega) crosses the target, by bisection."""
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if count(mid) > TARGET - 0.5 else (lo, mid)
+    return math.sqrt(lo * hi)
+
+
+def regression(seed):
+    rng = np.random.default_rng(seed)
+    n = 150
+    x = rng.uniform(-2, 2, n)
+    X = np.column_stack([np.ones(n), x])
+    y = 1 + x + (0.5 + 0.5 * np.abs(x)) * rng.standard_normal(n)
+    return X, y
+
+
+def regression_count(X, y, estimate, counts, shape=None):
+    """``omega ->`` resamples whose exact Gaussian posterior's 95% ellipsoid holds the
+    estimate (in the shape fix's metric when ``shape`` is given)."""
+    level = stats.chi2.ppf(0.95, 2)
+
+    def count(omega):
+        held = 0
+        for c in counts:
+            precision = 2 * omega * (X.T * c) @ X + np.eye(2) / 10**2
+            mean = np.linalg.solve(precision, 2 * omega * (X.T * c) @ y)
+            gap = estimate - mean
+            if shape is None:
+                metric = precision
+            else:
+                cov = np.linalg.inv(precision)
+                metric = np.linalg.inv(shape) / volume_scale(cov[None], shape)[0]
+            held += gap @ metric @ gap <= level
+        return held
+
+    return count
+
+
+@pytest.mark.parametrize("adjust", ["none", "sandwich"])
+def test_gpc_root_and_intervals_of_a_gaussian_regression(cmdstan, adjust):
+    X, y = regression(3)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    result = calibrate_importance(program, seed=4, adjust=adjust)
+    c = arviz_compat.group(result, "calibration")
+    estimate = c["estimate"].values
+    np.testing.assert_allclose(estimate, np.linalg.lstsq(X, y, rcond=None)[0], atol=1e-5)
+    counts = bootstrap_counts(len(y), 4)
+    shape = None if adjust == "none" else c["shape"].values
+    truth = exact_root(regression_count(X, y, estimate, counts, shape))
+    root, se = float(c["omega"]), float(c["omega_se"])
+    assert 0 < se < 0.1 * root
+    assert abs(root - truth) <= ROOT_TOL * se + 2 * c.attrs["xtol"] * root, (root, truth, se)
+    assert float(c["low_ess_share"]) == 0
+    # Each rule's interval: the Gaussian posterior's quantiles at its omega (moved to the
+    # sandwich's shape, whose marginal sds are the shape's scaled to the posterior's volume).
+    for rule in c["rule"].values:
+        omega = float(c["rule_omega"].sel(rule=rule))
+        cov = np.linalg.inv(2 * omega * X.T @ X + np.eye(2) / 10**2)
+        mean = cov @ (2 * omega * X.T @ y)
+        if shape is not None:
+            cov = shape * volume_scale(cov[None], shape)[0]
+        sd = np.sqrt(np.diag(cov))
+        ess = float(c["rule_ess"].sel(rule=rule))
+        # A 2.5% quantile's Monte Carlo sd, sqrt(p (1 - p) / ESS) / phi(z), in posterior sds.
+        tol = 4 * math.sqrt(0.025 * 0.975 / ess) / stats.norm.pdf(1.96) * sd
+        interval = c["rule_interval"].sel(rule=rule).values
+        np.testing.assert_array_less(np.abs(interval[0] - (mean - 1.96 * sd)), tol)
+        np.testing.assert_array_less(np.abs(interval[1] - (mean + 1.96 * sd)), tol)
+        mean_se = sd / math.sqrt(ess)
+        np.testing.assert_array_less(np.abs(c["rule_mean"].sel(rule=rule).values - mean),
+                                     4 * mean_se)
+
+
+def test_gpc_root_of_a_users_power_posterior(cmdstan):
+    y = np.random.default_rng(1).normal(2.0, 2.0, size=60)
+    program = LossProgram(STAN / "power_normal.stan", {
+        "N": len(y), "y": y, "sigma": SIGMA, "prior_mean": PRIOR_MEAN, "prior_sd": PRIOR_SD})
+    result = calibrate_importance(program, seed=7)
+    c = arviz_compat.group(result, "calibration")
+    assert c.attrs["particle_space"] == "unconstrained"
+    estimate = float(c["estimate"][0])
+    assert estimate == pytest.approx(y.mean(), abs=1e-5)
+    counts = bootstrap_counts(len(y), 7)
+    z = stats.norm.ppf(0.975)
+
+    def count(omega):
+        precision = omega * len(y) / SIGMA**2 + 1 / PRIOR_SD**2
+        mean = (omega * counts @ y / SIGMA**2 + PRIOR_MEAN / PRIOR_SD**2) / precision
+        return int(np.sum(np.abs(estimate - mean) <= z / math.sqrt(precision)))
+
+    truth = exact_root(count)
+    root, se = float(c["omega"]), float(c["omega_se"])
+    assert abs(root - truth) <= ROOT_TOL * se + 2 * c.attrs["xtol"] * root, (root, truth, se)
+    plugin = float(c["rule_omega"].sel(rule="plugin"))
+    assert plugin == pytest.approx(SIGMA**2 / np.var(y), rel=1e-6)
+    # The importance group reweights to any omega: the closed-form posterior mean at 0.3.
+    sample = arviz_compat.group(result, "importance")
+    log_w = -0.3 * sample["total_loss"].values + sample["log_base"].values
+    w = np.exp(log_w - log_w.max())
+    w /= w.sum()
+    precision = 0.3 * len(y) / SIGMA**2 + 1 / PRIOR_SD**2
+    mean = (0.3 * y.sum() / SIGMA**2 + PRIOR_MEAN / PRIOR_SD**2) / precision
+    assert w @ sample["theta"].values[:, 0] == pytest.approx(
+        mean, abs=4 / math.sqrt(precision * (1 / np.sum(w**2))))
+
+
+def test_a_templates_losses_are_stans(cmdstan):
+    """The template's NumPy twin of the check loss gives Stan's losses at the proposal's draws."""
+    X, y = regression(5)
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.7}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    problem = ImportanceProblem(program, np.zeros((1, len(y)), int), np.ones(2),
+                                np.eye(2) / len(y), np.eye(2) / len(y))
+    assert problem.target.space == "box"
+    z, _ = student_t_draws(np.random.default_rng(0), np.ones(2), np.eye(2), 50, 5.0)
+    twin = problem.losses(z, problem.target.theta(z))
+    np.testing.assert_allclose(twin, problem.target.pointwise_loss(z), rtol=1e-12, atol=1e-12)
+
+
+def test_student_t_density_is_scipys():
+    cov = np.array([[2.0, 0.3], [0.3, 0.5]])
+    draws, log_density = student_t_draws(np.random.default_rng(1), np.array([1.0, -1.0]), cov,
+                                         200, 5.0)
+    np.testing.assert_allclose(log_density, stats.multivariate_t.logpdf(
+        draws, [1.0, -1.0], cov, df=5.0), rtol=1e-10)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"draws": 10}, "draws"),
+    ({"widen": 0.5}, "widen"),
+    ({"adjust": "shape"}, "adjust"),
+    ({"rules": ["gpc"]}, "rules"),
+    ({"alpha": 1.5}, "alpha"),
+    ({"B": 0}, "B"),
+])
+def test_bad_arguments_are_named_before_any_work(cmdstan, kwargs, message):
+    X, y = regression(6)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    with pytest.raises(ValueError, match=message):
+        calibrate_importance(program, **kwargs)
