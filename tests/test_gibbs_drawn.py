@@ -25,8 +25,11 @@ N = 400
 def program(cmdstan):
     """The power posterior of a normal mean (tests/stan/power_normal.stan), small data."""
     y = np.random.default_rng(7).normal(2.0, 2.0, size=N)
-    return LossProgram(STAN / "power_normal.stan", {
-        "N": N, "y": y, "sigma": SIGMA, "prior_mean": PRIOR_MEAN, "prior_sd": PRIOR_SD}), y
+    program = LossProgram(STAN / "power_normal.stan", {
+        "N": N, "y": y, "sigma": SIGMA, "prior_mean": PRIOR_MEAN, "prior_sd": PRIOR_SD})
+    # Checked (a random half loaded) on first use, before any test counts loads.
+    assert program.drawn is not None
+    return program, y
 
 
 @pytest.fixture

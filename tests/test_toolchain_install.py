@@ -384,6 +384,7 @@ def test_install_builds_valid_installation_once(env: Path) -> None:
 def test_changed_sources_get_a_new_installation(env: Path, source: Path) -> None:
     first = install(progress=False)
     (source / "src" / "driver" / "main.cpp").write_text("int main() { return 1; }\n")
+    installer.source_key_once.cache_clear()  # as in a new process: hashed once per process
     second = install(progress=False)
     assert second != first
     assert layout.is_valid_installation(second, installer.installation_key())

@@ -207,7 +207,7 @@ class EvaluationForm:
         rates = _check_rates(omega, S)
         w = self._check_weights(weights, S)
         slices = self.slices
-        if (self.drawn is not None and w is not None and w.ndim == 1 and gradient != "weights"
+        if (w is not None and w.ndim == 1 and gradient != "weights" and self.drawn is not None
                 and np.any(rates)):
             cut = self.drawn.cut(w, S)
             if cut is not None:

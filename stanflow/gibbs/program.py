@@ -149,6 +149,8 @@ class LossProgram(EvaluationForm):
     ) -> None:
         self.include_paths = tuple(Path(p) for p in include_paths)
         self.slots = dict(slots or {})
+        self._drawn: DrawnForms | None = None
+        self._drawn_pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         stanc = installer.install() / "bin" / "stanc"
         self.source = read_program(stan_file, stanc, include_paths=self.include_paths,
                                    slots=self.slots)
@@ -318,22 +320,43 @@ class LossProgram(EvaluationForm):
     def __repr__(self) -> str:
         return f"LossProgram({self.source.path.name}, n={self.n}, parameters={self.names})"
 
+    @property
+    def drawn(self) -> DrawnForms | None:
+        """The form on the observations that weights use (:mod:`stanflow.gibbs.drawn`), or None.
+
+        Checked against the whole program, at the contract's points, when first
+        asked for: most uses never leave observations out.
+        """
+        pending, self._drawn_pending = self._drawn_pending, None
+        if pending is not None:
+            self._drawn = checked_drawn(self, self._library_file, self.data, self.slices,
+                                        *pending)
+        return self._drawn
+
+    @drawn.setter
+    def drawn(self, value: DrawnForms | None) -> None:
+        self._drawn_pending = None
+        self._drawn = value
+
     # -- pickled to other processes (Dask workers) ----------------------------
 
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the loaded libraries and executables, which each process loads."""
+        drawn = self.drawn is not None
         state = self.__dict__.copy()
-        del state["library"]
+        del state["library"], state["_drawn"], state["_drawn_pending"]
         state["_executables"] = {}
         if self.slices is not None:
             state["slices"] = (self.slices.layout, self.slices.bounds)
-        state["drawn"] = self.drawn is not None
+        state["drawn"] = drawn
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Load the evaluation form again: from the compiled library where this process
         sees it, else compiled here from the program's text (cached by content)."""
+        drawn = state.pop("drawn")
         self.__dict__.update(state)
+        self._drawn_pending = None
         if not Path(self._library_file).exists():
             self._library_file = self._compile_evaluation_form()
         self.library = load(self._library_file, self.data)
@@ -341,7 +364,7 @@ class LossProgram(EvaluationForm):
             layout, bounds = state["slices"]
             self.slices = ObservationSlices.load(self._library_file, self.data, layout, bounds)
         self.drawn = (DrawnForms(self._library_file, self.data, self.slices)
-                      if state["drawn"] and self.slices is not None else None)
+                      if drawn and self.slices is not None else None)
 
     def _compile_evaluation_form(self) -> Path:
         with tempfile.TemporaryDirectory(prefix="stanflow-program-") as folder:
@@ -384,8 +407,7 @@ class LossProgram(EvaluationForm):
             observation_layout(self.source.code, self.source.weights_size),
             points, prior, losses,
         )
-        self.drawn = checked_drawn(self, self._library_file, self.data, self.slices, points,
-                                   prior, losses)
+        self._drawn_pending = (points, prior, losses)
 
     def _finite_points(self, rng: np.random.Generator) -> np.ndarray:
         found: list[np.ndarray] = []

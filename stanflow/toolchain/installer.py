@@ -9,6 +9,7 @@ directory that passes as valid. See ``docs/toolchain.md``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import shutil
@@ -33,7 +34,17 @@ _LOG_TAIL_LINES = 40
 
 def installation_key() -> str:
     """Return the key of the installation this stanflow version needs."""
-    return layout.source_key(layout.source_dir(), layout.HTTPSTAN_WHEEL_SHA256)
+    return source_key_once(layout.source_dir(), layout.HTTPSTAN_WHEEL_SHA256)
+
+
+@functools.lru_cache(maxsize=8)
+def source_key_once(src: Path, wheel_sha256: str) -> str:
+    """:func:`layout.source_key`, hashed once per process for each sources and wheel.
+
+    The packaged sources do not change while stanflow runs; every program made
+    asks for the key, and hashing them takes about a millisecond.
+    """
+    return layout.source_key(src, wheel_sha256)
 
 
 def installation_path() -> Path:
