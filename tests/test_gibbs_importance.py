@@ -147,6 +147,32 @@ def test_gpc_root_of_a_users_power_posterior(cmdstan):
         mean, abs=4 / math.sqrt(precision * (1 / np.sum(w**2))))
 
 
+def test_gpc_root_of_a_users_bounded_location_is_the_exact_grids(cmdstan):
+    """The median under absolute loss, uniform prior on (0, 8), as a user's program: the
+    proposal on Stan's unconstrained (logit) scale, posteriors with kinks at n = 40. Each
+    resample's interval holds the estimate when its CDF there lies in [0.025, 0.975],
+    read exactly from a fine grid."""
+    y = np.random.default_rng(7).gamma(2.0, 1.0, size=40)
+    program = LossProgram(STAN / "location_absolute.stan", {"N": len(y), "y": y})
+    c = arviz_compat.group(calibrate_importance(program, seed=2), "calibration")
+    assert c.attrs["particle_space"] == "unconstrained"
+    estimate = float(c["estimate"][0])
+    assert abs(estimate - np.median(y)) < 1e-4 + 0.5 * np.ptp(np.sort(y)[19:21])
+    theta = np.linspace(0, 8, 40001)[1:-1]
+    resample_loss = bootstrap_counts(len(y), 2) @ np.abs(y[None, :] - theta[:, None]).T
+    below = theta <= estimate
+
+    def count(omega):
+        log_w = -omega * resample_loss
+        w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
+        cdf = w[:, below].sum(axis=1) / w.sum(axis=1)
+        return int(np.sum((cdf >= 0.025) & (cdf <= 0.975)))
+
+    truth = exact_root(count)
+    root, se = float(c["omega"]), float(c["omega_se"])
+    assert abs(root - truth) <= ROOT_TOL * se + 2 * c.attrs["xtol"] * root, (root, truth, se)
+
+
 def test_a_templates_losses_are_stans(cmdstan):
     """The template's NumPy twin of the check loss gives Stan's losses at the proposal's draws."""
     X, y = regression(5)

@@ -175,6 +175,9 @@ class ImportanceProblem:
         log_prior = self.target.log_prior(z)
         theta = self.target.theta(z)
         kept = np.isfinite(log_prior)
+        if not kept.any():
+            raise ValueError("no draw of the proposal lies where the prior is positive: "
+                             "the estimate is at the edge of the prior's support")
         total = np.zeros(draws)
         resample = np.zeros((len(self.counts), draws))
         chunk = max(1, CHUNK // self.target.n)
@@ -184,6 +187,10 @@ class ImportanceProblem:
                 losses = self.losses(z[rows], theta[rows])
                 total[rows] = losses.sum(axis=1)
                 resample[:, rows] = self.counts @ losses.T
+        # Draws outside the prior's support weigh nothing; their losses, never
+        # evaluated, are set to the largest so that centring by the smallest holds.
+        total[~kept] = total[kept].max()
+        resample[:, ~kept] = resample[:, kept].max(axis=1, keepdims=True)
         return ImportanceSample(theta, np.where(kept, log_prior - log_q, -np.inf), total,
                                 resample, omega_ref)
 
