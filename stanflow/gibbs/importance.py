@@ -63,6 +63,7 @@ from stanflow.gibbs.path.gpc_root import (
     chi2_root_guess,
     find_root,
     root_error,
+    root_variables,
 )
 from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.plugin import calibrate_plugin
@@ -374,20 +375,8 @@ def calibrate_importance(
     names = list(program.names)
     group = xr.Dataset(
         {
-            "omega": ((), root),
-            "omega_se": ((), error.se),
-            "count_variance": ((), at_root.count_variance),
-            "count_slope": ((), error.slope),
-            "converged": ((), converged),
-            "evaluations": ((), len(history)),
-            "coverage": ((), at_root.count / B),
-            "estimate": (("param",), found.theta),
-            "omega_path": (("evaluation",), np.array([e.omega for e in history])),
-            "coverage_path": (("evaluation",), np.array([e.count / B for e in history])),
-            "ess_min": (("evaluation",), np.array([e.ess_min for e in history])),
-            "ess_median": (("evaluation",), np.array([e.ess_median for e in history])),
+            **root_variables(root, converged, history, error, B, found.theta),
             "proposal_omega": (("evaluation",), np.array(proposal_omegas)),
-            "low_ess_share": ((), at_root.low_ess / B),
             "rounds": ((), rounds),
         },
         coords={"param": names, "evaluation": np.arange(len(history))},

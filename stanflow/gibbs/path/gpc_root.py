@@ -260,6 +260,34 @@ def root_error(
     return RootError(at_root, slope, sd / abs(slope))
 
 
+def root_variables(
+    root: float, converged: bool, history: list[Evaluation], error: RootError, B: int,
+    estimate: np.ndarray,
+) -> dict[str, tuple]:
+    """The ``calibration`` group's record of a root search (dims ``param``, ``evaluation``).
+
+    ``omega`` (the root), ``omega_se``, ``count_variance``, ``count_slope``,
+    ``converged``, ``evaluations``, ``coverage``, ``estimate``; per evaluation
+    ``omega_path``, ``coverage_path``, ``ess_min``, ``ess_median``; ``low_ess_share``.
+    """
+    at_root = error.at_root
+    return {
+        "omega": ((), root),
+        "omega_se": ((), error.se),
+        "count_variance": ((), at_root.count_variance),
+        "count_slope": ((), error.slope),
+        "converged": ((), converged),
+        "evaluations": ((), len(history)),
+        "coverage": ((), at_root.count / B),
+        "estimate": (("param",), estimate),
+        "omega_path": (("evaluation",), np.array([e.omega for e in history])),
+        "coverage_path": (("evaluation",), np.array([e.count / B for e in history])),
+        "ess_min": (("evaluation",), np.array([e.ess_min for e in history])),
+        "ess_median": (("evaluation",), np.array([e.ess_median for e in history])),
+        "low_ess_share": ((), at_root.low_ess / B),
+    }
+
+
 class RootSearch(NamedTuple):
     """GPC's root on one coverage design (:func:`search_root`).
 
@@ -399,7 +427,7 @@ def path_gpc(
     coverage = choose_coverage(resamples, problem, proposal_scale, seed,
                                1.0 if omega0 is None else omega0, workers)
     found = search_root(coverage, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
-    history, (at_root, slope, se) = found.history, found.error
+    history, at_root = found.history, found.error.at_root
     if at_root.low_ess:
         hint = ("" if isinstance(coverage, TransportCoverage)
                 else "; resamples='transport' moves particles to each resample")
@@ -412,19 +440,8 @@ def path_gpc(
     wall = time.perf_counter() - start
     return xr.Dataset(
         {
-            "omega": ((), found.root),
-            "omega_se": ((), se),
-            "count_variance": ((), at_root.count_variance),
-            "count_slope": ((), slope),
-            "converged": ((), found.converged),
-            "evaluations": ((), len(history)),
-            "coverage": ((), at_root.count / B),
-            "estimate": (("param",), problem.estimate),
-            "omega_path": (("evaluation",), np.array([e.omega for e in history])),
-            "coverage_path": (("evaluation",), np.array([e.count / B for e in history])),
-            "ess_min": (("evaluation",), np.array([e.ess_min for e in history])),
-            "ess_median": (("evaluation",), np.array([e.ess_median for e in history])),
-            "low_ess_share": ((), at_root.low_ess / B),
+            **root_variables(found.root, found.converged, history, found.error, B,
+                             problem.estimate),
             **_transport_record(coverage),
             "proposal_omega": (("evaluation",), path.omegas[[e.step for e in history]]),
             "wall_time": ((), wall),
