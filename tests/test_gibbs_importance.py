@@ -208,3 +208,17 @@ def test_bad_arguments_are_named_before_any_work(cmdstan, kwargs, message):
                              prior_params={"mean": 0, "sd": 10})
     with pytest.raises(ValueError, match=message):
         calibrate_importance(program, **kwargs)
+
+
+def test_where_the_weights_degenerate_it_says_so(cmdstan):
+    """Twelve coefficients: one importance sample no longer serves the resamples, and the
+    result and a warning say so (calibrate_path moves particles to each resample there)."""
+    rng = np.random.default_rng(8)
+    X = np.column_stack([np.ones(120), rng.standard_normal((120, 11))])
+    y = X @ np.linspace(-1, 1, 12) + rng.standard_normal(120)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    with pytest.warns(RuntimeWarning, match="fewer than 100 effective draws after 3 proposals"):
+        result = calibrate_importance(program, seed=1)
+    c = arviz_compat.group(result, "calibration")
+    assert float(c["low_ess_share"]) > 0.05 and int(c["rounds"]) == 3

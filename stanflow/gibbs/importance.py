@@ -34,7 +34,8 @@ Markov chain:
 The per-observation losses of a shipped template come from its loss's NumPy
 twin (checked point by point against the Stan file by the tests); any other
 program's from Stan in process. With many parameters the weights degenerate
-(``low_ess_share`` and a warning say so): use
+(``low_ess_share`` says so, and a warning when it stays above
+:data:`~stanflow.gibbs.path.gpc_root.AUTO_LOW_ESS_SHARE` after the last proposal): use
 :func:`~stanflow.gibbs.path.calibrate_path` there.
 """
 
@@ -359,11 +360,12 @@ def calibrate_importance(
             break
         omega_ref = root
     at_root = error.at_root
-    if at_root.low_ess:
+    if at_root.low_ess > AUTO_LOW_ESS_SHARE * B:
         warnings.warn(
             f"GPC: {at_root.low_ess} of {B} resamples' posteriors at the root were read from "
-            f"fewer than {LOW_ESS} effective draws (counted in omega_se; low_ess_share reports "
-            "them); more draws, or calibrate_path for many parameters",
+            f"fewer than {LOW_ESS} effective draws after {rounds} proposals (counted in "
+            "omega_se; low_ess_share reports them); more draws, or calibrate_path for many "
+            "parameters",
             RuntimeWarning, stacklevel=2,
         )
     omegas = {"gpc": root}
