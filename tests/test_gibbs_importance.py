@@ -210,6 +210,16 @@ def test_bad_arguments_are_named_before_any_work(cmdstan, kwargs, message):
         calibrate_importance(program, **kwargs)
 
 
+def test_a_loss_without_the_plugins_curvature_is_named(cmdstan):
+    """The hinge loss has kinks away from y = f: no H, so no proposal; the error says what
+    to use instead, before any sampling."""
+    X, y = regression(9)
+    program = linear_program(np.where(y > 1, 1.0, -1.0), X, loss="hinge", prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    with pytest.raises(ValueError, match=r"plug-in's H and J.*hinge.*calibrate_path"):
+        calibrate_importance(program)
+
+
 def test_where_the_weights_degenerate_it_says_so(cmdstan):
     """Twelve coefficients: one importance sample no longer serves the resamples, and the
     result and a warning say so (calibrate_path moves particles to each resample there)."""

@@ -332,7 +332,14 @@ def calibrate_importance(
     program.check_proper_prior()
 
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
-    plugin = arviz_compat.group(calibrate_plugin(program, estimate=found.theta), "calibration")
+    try:
+        plugin = arviz_compat.group(calibrate_plugin(program, estimate=found.theta),
+                                    "calibration")
+    except ValueError as err:
+        raise ValueError(
+            f"calibrate_importance fits its proposal to the plug-in's H and J, which this "
+            f"program does not give ({err}); calibrate_path(program, rules=[]) needs neither"
+        ) from None
     H, J = plugin["sensitivity"].values, plugin["variability"].values
     shape = None if adjust == "none" else program_shape(plugin)
     if shape is not None and len(found.theta) > 1:
