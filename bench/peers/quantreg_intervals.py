@@ -16,12 +16,13 @@ and ``summary(se = "boot")`` (quantreg's default xy-pair bootstrap, ``--boot-r``
 replicates), the interval being estimate +- t quantile x standard error; each
 fit is timed inside R. stanflow fits the same data sets with the linear template
 (check loss at tau, independent ``N(0, 10^2)`` priors: ``gibbs-calibrate``'s)
-and one ``calibrate_path`` per data set (4000 particles, B = 200 resamples):
-the slope's equal-tailed 95% interval read from the path's particles at GPC's
-root (calibrated on the joint ellipsoid) and at the plug-in ``omega``, without and
-with the shape fix (``adjust="sandwich"``: every posterior moved to the sandwich's
-shape before GPC counts its regions and the intervals are read). Time per fit:
-making the program (cache hit) plus ``calibrate_path``, for each variant. Cells alternate
+and per data set one ``calibrate_path`` (4000 particles, B = 200 resamples) and
+one ``calibrate_importance`` (2000 draws per proposal, the same resamples): the
+slope's equal-tailed 95% interval at GPC's root (calibrated on the joint
+ellipsoid) and at the plug-in ``omega``, without and with the shape fix
+(``adjust="sandwich"``: every posterior moved to the sandwich's shape before GPC
+counts its regions and the intervals are read). Time per fit: making the program
+(cache hit) plus the calibration, for each of the four variants. Cells alternate
 R, stanflow, R, stanflow in one run.
 
 Coverage is the share of data sets whose interval holds the true slope, with its
