@@ -20,6 +20,7 @@ PUBLIC = {
     "templates": ["TemplateProgram", "location_program", "linear_program"],
     "plugin": ["calibrate_plugin"],
     "information": ["calibrate_holmes_walker"],
+    "importance": ["calibrate_importance"],
     "gpc.algorithm": ["calibrate_gpc"],
     "gpc.grid_backend": ["GridBackend"],
     "gpc.stan_backend": ["StanBackend"],
@@ -61,6 +62,7 @@ def test_every_exported_name_exists_and_calibrations_share_one_family():
         "calibrate_safebayes_averaged",
         "calibrate_safebayes_conjugate",
         "calibrate_path",
+        "calibrate_importance",
     }
 
 

@@ -322,15 +322,11 @@ class LossProgram(EvaluationForm):
 
     @property
     def drawn(self) -> DrawnForms | None:
-        """The form on the observations that weights use (:mod:`stanflow.gibbs.drawn`), or None.
-
-        Checked against the whole program, at the contract's points, when first
-        asked for: most uses never leave observations out.
-        """
+        """The form on the observations weights use (:mod:`stanflow.gibbs.drawn`), or None:
+        checked against the whole program at the contract's points when first asked for."""
         pending, self._drawn_pending = self._drawn_pending, None
         if pending is not None:
-            self._drawn = checked_drawn(self, self._library_file, self.data, self.slices,
-                                        *pending)
+            self._drawn = checked_drawn(self, self._library_file, self.data, self.slices, *pending)
         return self._drawn
 
     @drawn.setter
@@ -342,13 +338,10 @@ class LossProgram(EvaluationForm):
 
     def __getstate__(self) -> dict[str, Any]:
         """Everything but the loaded libraries and executables, which each process loads."""
-        drawn = self.drawn is not None
-        state = self.__dict__.copy()
+        state = {**self.__dict__, "drawn": self.drawn is not None, "_executables": {}}
         del state["library"], state["_drawn"], state["_drawn_pending"]
-        state["_executables"] = {}
         if self.slices is not None:
             state["slices"] = (self.slices.layout, self.slices.bounds)
-        state["drawn"] = drawn
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -356,7 +349,6 @@ class LossProgram(EvaluationForm):
         sees it, else compiled here from the program's text (cached by content)."""
         drawn = state.pop("drawn")
         self.__dict__.update(state)
-        self._drawn_pending = None
         if not Path(self._library_file).exists():
             self._library_file = self._compile_evaluation_form()
         self.library = load(self._library_file, self.data)

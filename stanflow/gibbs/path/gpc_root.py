@@ -264,12 +264,8 @@ def root_variables(
     root: float, converged: bool, history: list[Evaluation], error: RootError, B: int,
     estimate: np.ndarray,
 ) -> dict[str, tuple]:
-    """The ``calibration`` group's record of a root search (dims ``param``, ``evaluation``).
-
-    ``omega`` (the root), ``omega_se``, ``count_variance``, ``count_slope``,
-    ``converged``, ``evaluations``, ``coverage``, ``estimate``; per evaluation
-    ``omega_path``, ``coverage_path``, ``ess_min``, ``ess_median``; ``low_ess_share``.
-    """
+    """The ``calibration`` group's record of a root search (:func:`path_gpc`'s variables
+    from ``omega`` to ``low_ess_share``; dims ``param``, ``evaluation``)."""
     at_root = error.at_root
     return {
         "omega": ((), root),
