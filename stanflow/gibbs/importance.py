@@ -57,7 +57,7 @@ from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.information import omega_from_traces
-from stanflow.gibbs.path.calibration import ADJUSTMENTS, RULES, program_shape, rule_posteriors
+from stanflow.gibbs.path.calibration import RULES, check_rules, program_shape, rule_posteriors
 from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, inside_and_flip, region_statistic
 from stanflow.gibbs.path.gpc_root import (
     AUTO_LOW_ESS_SHARE,
@@ -324,11 +324,7 @@ def calibrate_importance(
     if not (isinstance(xtol, (int, float)) and 0 < xtol < 1):
         raise ValueError(f"xtol must be in (0, 1), got {xtol!r}")
     max_evaluations = check_int(max_evaluations, "max_evaluations", 2)
-    unknown = sorted(set(rules) - set(RULES))
-    if unknown:
-        raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
-    if adjust not in ADJUSTMENTS:
-        raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
+    check_rules(rules, adjust)
     program.check_proper_prior()
 
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
@@ -379,9 +375,9 @@ def calibrate_importance(
     for name in rules:
         omegas[name] = float(plugin["omega"]) if name == "plugin" else float(
             omega_from_traces(H, J))
-    posteriors = rule_posteriors(lambda omega: (sample.theta, *sample.weights(omega)),
-                                 omegas, list(program.names), shape=shape)
     names = list(program.names)
+    posteriors = rule_posteriors(lambda omega: (sample.theta, *sample.weights(omega)),
+                                 omegas, names, shape=shape)
     group = xr.Dataset(
         {
             **root_variables(root, converged, history, error, B, found.theta),

@@ -44,6 +44,15 @@ ADJUSTMENTS = ("none", "sandwich")
 """``adjust``: the posteriors as they are, or moved to the sandwich's shape."""
 
 
+def check_rules(rules: Sequence[str], adjust: str) -> None:
+    """A ``ValueError`` naming ``rules`` or ``adjust`` when either is not one offered."""
+    unknown = sorted(set(rules) - set(RULES))
+    if unknown:
+        raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
+    if adjust not in ADJUSTMENTS:
+        raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
+
+
 def program_shape(plugin: xr.Dataset) -> np.ndarray:
     """The sandwich ``H^-1 J H^-1`` of a plug-in calibration, on the parameters' scale.
 
@@ -214,11 +223,7 @@ def calibrate_path(
         ``adjust="sandwich"`` also ``shape``, dims ``param``, ``param2``),
         ``path``, ``path_functionals`` and the program's data groups.
     """
-    unknown = sorted(set(rules) - set(RULES))
-    if unknown:
-        raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
-    if adjust not in ADJUSTMENTS:
-        raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
+    check_rules(rules, adjust)
     if omega_max is not None:
         omega_max = check_omega_max(omega_max)
     workers = as_workers(workers)  # before the long work
