@@ -26,11 +26,14 @@ counts its regions and the intervals are read). Time per fit: making the program
 R, stanflow, R, stanflow in one run.
 
 Coverage is the share of data sets whose interval holds the true slope, with its
-binomial standard error.
+binomial standard error. ``--importance-only`` leaves out ``calibrate_path`` (8x
+slower) so that many more data sets narrow the coverages' errors; its results go to
+``quantreg_intervals_importance.json``.
 
 Usage::
 
-    .venv/bin/python bench/peers/quantreg_intervals.py [--datasets 200] [--quick]
+    .venv/bin/python bench/peers/quantreg_intervals.py [--datasets 200] [--importance-only]
+        [--quick]
 """
 
 from __future__ import annotations
@@ -104,16 +107,20 @@ def run_r(rscript: str, csv: Path, tau: float, boot_r: int, folder: Path) -> dic
             "versions": proc.stdout.strip().splitlines()[0]}
 
 
-def stanflow_fit(x: Any, y: Any, tau: float, seed: int) -> dict[str, Any]:
-    """One data set: the linear template, ``calibrate_path`` without and with the shape fix;
-    slope intervals at GPC and plug-in, each variant timed."""
+def stanflow_fit(x: Any, y: Any, tau: float, seed: int,
+                 designs: tuple[str, ...] = ("", "importance_")) -> dict[str, Any]:
+    """One data set: the linear template, ``calibrate_path`` (design ``""``) and
+    ``calibrate_importance`` (``"importance_"``) without and with the shape fix; slope
+    intervals at GPC and plug-in, each variant timed."""
     import numpy as np
 
     from stanflow.gibbs import calibrate_importance, calibrate_path, linear_program
 
+    calibrations = {"": calibrate_path, "importance_": calibrate_importance}
     record: dict[str, Any] = {}
     for adjust, suffix in (("none", ""), ("sandwich", "_adjusted")):
-        for calibrate, design in ((calibrate_path, ""), (calibrate_importance, "importance_")):
+        for design in designs:
+            calibrate = calibrations[design]
             start = time.perf_counter()
             program = linear_program(
                 y, np.column_stack([np.ones(len(x)), x]), loss="check",
@@ -154,7 +161,8 @@ def coverage_goal_met(
     return miss(ours) <= min(miss("quantreg_nid"), miss("quantreg_boot"))
 
 
-def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float) -> dict[str, Any]:
+def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float,
+                   designs: tuple[str, ...] = ("", "importance_")) -> dict[str, Any]:
     """Coverage and time per fit of each method in one (design, tau) cell."""
     import numpy as np
 
@@ -169,7 +177,7 @@ def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float) 
             "seconds_per_fit": float((rows["seconds_nid"] + rows["seconds_boot"]).mean()),
         },
     }
-    for design, suffix in itertools.product(("", "importance_"), ("", "_adjusted")):
+    for design, suffix in itertools.product(designs, ("", "_adjusted")):
         seconds = float(np.mean([f[f"{design}seconds{suffix}"] for f in fits]))
         for rule in ("gpc", "plugin"):
             methods[f"stanflow_{design}{rule}{suffix}"] = {
@@ -179,25 +187,22 @@ def summarise_cell(r: dict[str, Any], fits: list[dict[str, Any]], truth: float) 
                                                  for f in fits])),
             }
     boot = methods["quantreg_boot"]["seconds_per_fit"]
-    return {
+    summary: dict[str, Any] = {
         "truth_slope": truth,
         "methods": methods,
         "r_process_wall": r["process_wall"],
         "r_seconds_per_data_set_incl_startup": r["process_wall"] / len(rows),
-        "max_low_ess_share": max(max(f["low_ess_share"], f["low_ess_share_adjusted"])
-                                 for f in fits),
-        "max_importance_low_ess_share": max(
-            max(f["importance_low_ess_share"], f["importance_low_ess_share_adjusted"])
-            for f in fits),
-        "goal_coverage_met": coverage_goal_met(methods, len(fits)),
-        "goal_coverage_met_adjusted": coverage_goal_met(methods, len(fits), "stanflow_gpc_adjusted"),
-        "goal_coverage_met_importance": coverage_goal_met(methods, len(fits),
-                                                          "stanflow_importance_gpc"),
-        "goal_coverage_met_importance_adjusted": coverage_goal_met(
-            methods, len(fits), "stanflow_importance_gpc_adjusted"),
-        "goal_time_met": methods["stanflow_gpc"]["seconds_per_fit"] <= boot,
-        "goal_time_met_importance": methods["stanflow_importance_gpc"]["seconds_per_fit"] <= boot,
     }
+    for design in designs:
+        name = design.rstrip("_")
+        tail = f"_{name}" if name else ""
+        summary[f"max_{design}low_ess_share"] = max(
+            max(f[f"{design}low_ess_share"], f[f"{design}low_ess_share_adjusted"]) for f in fits)
+        for suffix in ("", "_adjusted"):
+            summary[f"goal_coverage_met{tail}{suffix}"] = coverage_goal_met(
+                methods, len(fits), f"stanflow_{design}gpc{suffix}")
+        summary[f"goal_time_met{tail}"] = methods[f"stanflow_{design}gpc"]["seconds_per_fit"] <= boot
+    return summary
 
 
 def warm_compile() -> float:
@@ -221,7 +226,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                         help=f"smoke run: {QUICK_DATASETS} data sets, results not written")
     parser.add_argument("--boot-r", type=int, default=200,
                         help="quantreg's bootstrap replicates (default 200, quantreg's own)")
+    parser.add_argument("--importance-only", action="store_true",
+                        help="stanflow by calibrate_importance only (no calibrate_path): fast "
+                        "enough for many data sets; results in quantreg_intervals_importance.json")
     args = parser.parse_args(argv)
+    designs = ("importance_",) if args.importance_only else ("", "importance_")
+    name = "quantreg_intervals" + ("_importance" if args.importance_only else "")
     datasets = QUICK_DATASETS if args.quick else args.datasets
     if datasets < 2:
         parser.error(f"--datasets must be at least 2, got {datasets}")
@@ -240,14 +250,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             for tau in TAUS:
                 r = run_r(rscript, csv, tau, args.boot_r, folder)
                 versions = r["versions"]
-                fits = [stanflow_fit(x, y, tau, seed=d) for d, (x, y) in enumerate(data)]
+                fits = [stanflow_fit(x, y, tau, seed=d, designs=designs)
+                        for d, (x, y) in enumerate(data)]
                 key = f"{design}_tau{tau}"
-                cells[key] = summarise_cell(r, fits, true_slope(design, tau))
-                path, importance = (
-                    sum(f[f"{d}seconds"] + f[f"{d}seconds_adjusted"] for f in fits)
-                    for d in ("", "importance_"))
-                print(f"{key}: R {r['process_wall']:.1f} s, stanflow {path:.1f} s "
-                      f"(importance {importance:.1f} s)", flush=True)
+                cells[key] = summarise_cell(r, fits, true_slope(design, tau), designs)
+                spent = ", ".join(
+                    f"{d.rstrip('_') or 'path'} "
+                    f"{sum(f[f'{d}seconds'] + f[f'{d}seconds_adjusted'] for f in fits):.1f} s"
+                    for d in designs)
+                print(f"{key}: R {r['process_wall']:.1f} s, stanflow {spent}", flush=True)
     rows = [
         [cell, method, m["coverage"], m["se"], m["median_width"], m["seconds_per_fit"]]
         for cell, summary in cells.items()
@@ -256,13 +267,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print()
     print_table(["cell", "method", "coverage", "se", "median width", "s per fit"], rows)
     data = {
-        "benchmark": "quantreg_intervals",
+        "benchmark": name,
         "command": f".venv/bin/python bench/peers/quantreg_intervals.py --datasets {datasets}"
+        + (" --importance-only" if args.importance_only else "")
         + (" --quick" if args.quick else ""),
         "machine": info,
         "versions": {"r_quantreg": versions, "stanflow": _stanflow_version()},
         "settings": {"n": N, "taus": list(TAUS), "datasets": datasets, "level": LEVEL,
-                     "boot_r": args.boot_r, "seed": SEED, "stanflow_particles": 4000,
+                     "boot_r": args.boot_r, "seed": SEED,
+                     **({} if args.importance_only else {"stanflow_particles": 4000}),
                      "stanflow_importance_draws": 2000, "stanflow_B": 200,
                      "prior": "normal(0, 10) on both coefficients"},
         "stanflow_make_program_wall": program_wall,
@@ -271,7 +284,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "time per fit at most quantreg's bootstrap's",
     }
     if not args.quick:
-        print(f"wrote {write_results('quantreg_intervals', data)}")
+        print(f"wrote {write_results(name, data)}")
     return data
 
 
