@@ -19,10 +19,10 @@ import pytest
 from scipy import stats
 
 from stanflow import arviz_compat
-from stanflow.gibbs import LossProgram, calibrate_importance, linear_program
+from stanflow.gibbs import LossProgram, calibrate_importance, calibrate_path, linear_program
 from stanflow.gibbs.gpc import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
-from stanflow.gibbs.importance import ImportanceProblem, student_t_draws
+from stanflow.gibbs.importance import ImportanceProblem, ImportanceSample, student_t_draws
 from stanflow.gibbs.shape import volume_scale
 
 pytestmark = pytest.mark.e2e
@@ -232,3 +232,52 @@ def test_where_the_weights_degenerate_it_says_so(cmdstan):
         result = calibrate_importance(program, seed=1)
     c = arviz_compat.group(result, "calibration")
     assert float(c["low_ess_share"]) > 0.05 and int(c["rounds"]) == 3
+
+
+def test_the_pooled_scatter_is_the_gaussian_mixtures():
+    """Resample ``b``'s posterior at ``omega`` is ``N(m_b, (omega A)^-1)``; pooled over the
+    resamples, its second moment about a centre ``c`` is ``mean_b (m_b - c)(m_b - c)' +
+    (omega A)^-1``: what the next proposal is fitted to."""
+    rng = np.random.default_rng(3)
+    S, omega, c = 40000, 2.0, np.array([0.2, -0.1])
+    A = np.array([[1.0, 0.4], [0.4, 3.0]])
+    m = rng.normal(0, [0.5, 0.3], size=(30, 2))
+    z = rng.normal(0, 1.5, size=(S, 2))
+    log_q = stats.multivariate_normal.logpdf(z, np.zeros(2), 1.5**2 * np.eye(2))
+    offset = z[None, :, :] - m[:, None, :]
+    resample_loss = 0.5 * np.einsum("bsk,kl,bsl->bs", offset, A, offset)
+    sample = ImportanceSample(z, z, -log_q, resample_loss.mean(axis=0), resample_loss, omega)
+    scatter, ess = sample.mixture_scatter(omega, c)
+    spread = (m - c).T @ (m - c) / len(m) + np.linalg.inv(omega * A)
+    np.testing.assert_allclose(scatter, spread, rtol=0.05, atol=0.01)
+    assert 1000 < ess < S
+
+
+def bench_quantile_data_set(index):
+    """Data set ``index`` of the homoscedastic design of ``bench/peers/quantreg_intervals.py``."""
+    rng = np.random.default_rng([20261204, 0])
+    for _ in range(index + 1):
+        x = rng.chisquare(2, size=200) - 2
+        y = 2 + x + 2.0 * rng.normal(size=200)
+    return np.column_stack([np.ones(200), x]), y
+
+
+def test_a_plugin_misled_by_a_leverage_point_is_replaced_by_the_samples_own_spread(cmdstan):
+    """One point at x = 22.6 (the covariate's sd is 2) lies near the 0.9-quantile line: the
+    kernel's ``H`` puts five times the slope's curvature on it, so the plug-in's rate is
+    8 (GPC's is about 0.2 with the shape fix) and its proposal is far too narrow. The
+    redrawn proposal, fitted to the pooled posteriors the first sample measured, finds
+    the root that ``calibrate_path`` (no proposal at all) finds, and reads it from enough
+    effective draws."""
+    X, y = bench_quantile_data_set(428)
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.9}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    fast = arviz_compat.group(calibrate_importance(program, seed=428, rules=["plugin"],
+                                                   adjust="sandwich"), "calibration")
+    path = arviz_compat.group(calibrate_path(program, seed=428, rules=[],
+                                                   adjust="sandwich"), "calibration")
+    assert float(fast["rule_omega"].sel(rule="plugin")) > 5 > 0.5 > float(fast["omega"])
+    assert float(fast["low_ess_share"]) <= 0.05
+    gap = abs(float(fast["omega"]) - float(path["omega"]))
+    stated = math.hypot(float(fast["omega_se"]), float(path["omega_se"]))
+    assert gap <= ROOT_TOL * stated + 0.01 * float(path["omega"]), (gap, stated)

@@ -27,7 +27,12 @@ Markov chain:
   of the resamples are read from fewer than
   :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws there, the
   proposal is drawn again at ``omega_ref = root`` (at most :data:`ROUNDS`
-  proposals);
+  proposals), its covariance ``widen^2`` times the pooled resample posteriors'
+  second moment about the estimate that the last sample measured at the root
+  (:meth:`ImportanceSample.mixture_scatter`; the plug-in's formula again when
+  fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` pooled effective
+  draws carry it): a plug-in ``H`` misled by one observation costs a round,
+  not the root;
 - each rule's posterior (GPC's, the plug-in's, Holmes and Walker's) read from
   the last sample.
 
@@ -90,6 +95,8 @@ class ImportanceSample(NamedTuple):
 
     Attributes
     ----------
+    z : ndarray, shape (S, d)
+        The draws in the proposal's space.
     theta : ndarray, shape (S, K)
         The parameters as declared.
     log_base : ndarray, shape (S,)
@@ -102,6 +109,7 @@ class ImportanceSample(NamedTuple):
         The rate the proposal was fitted to.
     """
 
+    z: np.ndarray
     theta: np.ndarray
     log_base: np.ndarray
     total_loss: np.ndarray
@@ -114,6 +122,22 @@ class ImportanceSample(NamedTuple):
         w = np.exp(log_w - log_w.max())
         w /= w.sum()
         return w, float(1.0 / np.sum(w**2))
+
+    def mixture_scatter(self, omega: float, centre: np.ndarray) -> tuple[np.ndarray, float]:
+        """The resamples' posteriors at ``omega``, pooled: their second moment about
+        ``centre`` in the proposal's space, and the pooled weights' Kish ESS.
+
+        Each resample's weights are normalised, then averaged over the resamples;
+        the pooled posterior's spread about the estimate is what a proposal for all
+        of them must cover.
+        """
+        log_w = -omega * (self.resample_loss - self.resample_loss.min(axis=1, keepdims=True))
+        log_w += self.log_base
+        log_w -= log_w.max(axis=1, keepdims=True)
+        w = np.exp(log_w)
+        pooled = (w / w.sum(axis=1, keepdims=True)).mean(axis=0)
+        offset = self.z - centre
+        return (offset * pooled[:, None]).T @ offset, float(1.0 / np.sum(pooled**2))
 
 
 def student_t_draws(
@@ -170,9 +194,15 @@ class ImportanceProblem:
         self.variance = variance
 
     def sample(self, rng: np.random.Generator, omega_ref: float, draws: int,
-               widen: float) -> ImportanceSample:
-        """Draw the proposal at ``omega_ref`` and evaluate everything the weights need."""
-        cov = widen**2 * (self.variance + self.spread / omega_ref)
+               widen: float, scatter: np.ndarray | None = None) -> ImportanceSample:
+        """Draw the proposal at ``omega_ref`` and evaluate everything the weights need.
+
+        Its scale is ``widen^2`` times ``scatter`` (the pooled posteriors' second
+        moment a previous sample measured) or, by default, times the plug-in's
+        ``variance + spread / omega_ref``.
+        """
+        base = self.variance + self.spread / omega_ref if scatter is None else scatter
+        cov = widen**2 * base
         z, log_q = student_t_draws(rng, self.centre, 0.5 * (cov + cov.T), draws, DF)
         log_prior = self.target.log_prior(z)
         theta = self.target.theta(z)
@@ -193,7 +223,7 @@ class ImportanceProblem:
         # evaluated, are set to the largest so that centring by the smallest holds.
         total[~kept] = total[kept].max()
         resample[:, ~kept] = resample[:, kept].max(axis=1, keepdims=True)
-        return ImportanceSample(theta, np.where(kept, log_prior - log_q, -np.inf), total,
+        return ImportanceSample(z, theta, np.where(kept, log_prior - log_q, -np.inf), total,
                                 resample, omega_ref)
 
     def losses(self, z: np.ndarray, theta: np.ndarray) -> np.ndarray:
@@ -349,9 +379,10 @@ def calibrate_importance(
     history: list[Evaluation] = []
     proposal_omegas: list[float] = []
     rounds = 0
+    scatter = None
     while True:
         rounds += 1
-        sample = problem.sample(rng, omega_ref, draws, widen)
+        sample = problem.sample(rng, omega_ref, draws, widen, scatter)
         coverage = ImportanceCoverage(sample, found.theta, alpha, shape)
         root, tried, converged = find_root(coverage, omega_ref, target, xtol=xtol,
                                            max_evaluations=max_evaluations, guess=guess)
@@ -362,6 +393,7 @@ def calibrate_importance(
         if rounds == ROUNDS or not (far or error.at_root.low_ess > AUTO_LOW_ESS_SHARE * B):
             break
         omega_ref = root
+        scatter = _measured_scatter(sample, root, problem.centre)
     at_root = error.at_root
     if at_root.low_ess > AUTO_LOW_ESS_SHARE * B:
         warnings.warn(
@@ -409,6 +441,16 @@ def calibrate_importance(
     )
     return arviz_compat.build({"calibration": group, "importance": sample_group,
                                **program.data_groups()})
+
+
+def _measured_scatter(sample: ImportanceSample, omega: float,
+                      centre: np.ndarray) -> np.ndarray | None:
+    """The pooled posteriors' scatter at ``omega`` as the next proposal's, or None
+    (the plug-in's formula) when too few pooled draws carry it to be trusted."""
+    scatter, ess = sample.mixture_scatter(omega, centre)
+    if ess < LOW_ESS or np.linalg.eigvalsh(scatter)[0] <= 0:
+        return None
+    return scatter
 
 
 def _proposal_space(
