@@ -62,6 +62,23 @@ QUOTED = {
                          "stanflow_importance_plugin_adjusted")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
     ],
+    "quantreg_intervals_importance": [
+        ["command"], ["versions", "r_quantreg"], ["versions", "stanflow"], ["machine", "date"],
+        ["settings", "datasets"], ["settings", "boot_r"],
+        *(["cells", cell, key] for cell in (
+            "homoscedastic_tau0.5", "homoscedastic_tau0.9",
+            "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
+        ) for key in ("truth_slope", "goal_coverage_met_importance",
+                      "goal_coverage_met_importance_adjusted", "goal_time_met_importance",
+                      "max_importance_low_ess_share")),
+        *(["cells", cell, "methods", method, key] for cell in (
+            "homoscedastic_tau0.5", "homoscedastic_tau0.9",
+            "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
+        ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_importance_gpc",
+                         "stanflow_importance_plugin", "stanflow_importance_gpc_adjusted",
+                         "stanflow_importance_plugin_adjusted")
+          for key in ("coverage", "se", "median_width", "seconds_per_fit")),
+    ],
     "bridgesampling_log_z": [
         ["command"], ["machine", "date"], ["versions", "r_bridgesampling"],
         ["settings", "seeds"],
@@ -117,8 +134,9 @@ def test_committed_results_hold_the_quoted_fields(name: str) -> None:
     assert data["command"] in DOC.read_text(), f"{name}'s command is not quoted in {DOC.name}"
 
 
-def test_committed_quantreg_coverages_are_shares_with_their_error() -> None:
-    path = RESULTS / "quantreg_intervals.json"
+@pytest.mark.parametrize("name", ["quantreg_intervals", "quantreg_intervals_importance"])
+def test_committed_quantreg_coverages_are_shares_with_their_error(name: str) -> None:
+    path = RESULTS / f"{name}.json"
     if not path.exists():
         pytest.skip(f"{path.name} is not committed")
     data = json.loads(path.read_text())
@@ -246,20 +264,26 @@ QUANTREG_METHODS = {
 }
 
 
-def test_every_number_of_the_quantreg_table_is_the_committed_one() -> None:
-    data = committed("quantreg_intervals")
-    text = section("### Quantile regression intervals against quantreg")
+@pytest.mark.parametrize(("name", "heading"), [
+    ("quantreg_intervals", "### Quantile regression intervals against quantreg"),
+    ("quantreg_intervals_importance", "### Quantile regression intervals over 1000 data sets"),
+])
+def test_every_number_of_the_quantreg_table_is_the_committed_one(name: str, heading: str) -> None:
+    data = committed(name)
+    text = section(heading)
     checked = 0
     for line in text.splitlines():
         cells = [c.strip().strip("*") for c in line.strip().strip("|").split("|")]
         if cells[0] not in ("homoscedastic", "heteroscedastic"):
             continue
-        design, tau, slope, method, cov, width, omega, ms = cells
+        design, tau, slope, method, cov, off, width, omega, ms = cells
         cell = data["cells"][f"{design}_tau{tau}"]
         m = cell["methods"][QUANTREG_METHODS[method]]
         assert shown(slope, cell["truth_slope"]), line
         p, se = cov.split(" +- ")
         assert shown(p, m["coverage"]) and shown(se, m["se"]), line
+        datasets = data["settings"]["datasets"]
+        assert int(off) == abs(round(m["coverage"] * datasets) - round(0.95 * datasets)), line
         assert shown(width, m["median_width"]), line
         assert omega == "--" if "median_omega" not in m else shown(omega, m["median_omega"]), line
         assert shown(ms, 1000 * m["seconds_per_fit"]), line

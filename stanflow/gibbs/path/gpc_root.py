@@ -424,9 +424,10 @@ def path_gpc(
                                1.0 if omega0 is None else omega0, workers)
     found = search_root(coverage, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
     history, at_root = found.history, found.error.at_root
-    if at_root.low_ess:
-        hint = ("" if isinstance(coverage, TransportCoverage)
-                else "; resamples='transport' moves particles to each resample")
+    moved = isinstance(coverage, TransportCoverage)
+    # Reweighted, a few short resamples are expected (in omega_se); moved, none.
+    if at_root.low_ess > (0 if moved else AUTO_LOW_ESS_SHARE * B):
+        hint = "" if moved else "; resamples='transport' moves particles to each resample"
         warnings.warn(
             f"GPC: {at_root.low_ess} of {B} resamples' posteriors at the root were read from "
             f"fewer than {LOW_ESS} effective draws: their regions' verdicts are uncertain "
