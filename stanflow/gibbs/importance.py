@@ -427,7 +427,8 @@ def calibrate_importance(
         "method": "gpc_importance",
         "reference": "Syring and Martin (2019), Biometrika 106(2) 479-486",
         "rule": "root of the bootstrap coverage by bracketing (Illinois), every posterior "
-        "read by importance weights from a Student-t fitted to the sandwich",
+        "read by importance weights from a Student-t fitted to the sandwich (a redrawn "
+        "one to the resamples' posteriors the last sample measured)",
         "B": B, "alpha": alpha, "seed": seed, "draws": draws, "widen": widen, "df": DF,
         "xtol": xtol, "adjust": adjust,
         "region": "equal-tailed interval" if len(names) == 1 else "weighted Mahalanobis ellipsoid",
