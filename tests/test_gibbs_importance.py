@@ -228,8 +228,11 @@ def test_where_the_weights_degenerate_it_says_so(cmdstan):
     y = X @ np.linspace(-1, 1, 12) + rng.standard_normal(120)
     program = linear_program(y, X, loss="squared", prior="normal",
                              prior_params={"mean": 0, "sd": 10})
-    with pytest.warns(RuntimeWarning, match="fewer than 100 effective draws after 3 proposals"):
+    with pytest.warns(RuntimeWarning) as record:
         result = calibrate_importance(program, seed=1)
+    messages = [str(w.message) for w in record]
+    assert any("fewer than 100 effective draws after 3 proposals" in m for m in messages)
+    assert any("posteriors of gpc (omega" in m for m in messages)
     c = arviz_compat.group(result, "calibration")
     assert float(c["low_ess_share"]) > 0.05 and int(c["rounds"]) == 3
 
@@ -268,16 +271,20 @@ def test_a_plugin_misled_by_a_leverage_point_is_replaced_by_the_samples_own_spre
     8 (GPC's is about 0.2 with the shape fix) and its proposal is far too narrow. The
     redrawn proposal, fitted to the pooled posteriors the first sample measured, finds
     the root that ``calibrate_path`` (no proposal at all) finds, and reads it from enough
-    effective draws."""
+    effective draws. The plug-in's own posterior lies beyond that sample, and a warning says
+    so."""
     X, y = bench_quantile_data_set(428)
     program = linear_program(y, X, loss="check", loss_params={"tau": 0.9}, prior="normal",
                              prior_params={"mean": 0, "sd": 10})
-    fast = arviz_compat.group(calibrate_importance(program, seed=428, rules=["plugin"],
-                                                   adjust="sandwich"), "calibration")
+    with pytest.warns(RuntimeWarning, match=r"posteriors of plugin \(omega 8.24, \d+\)"):
+        result = calibrate_importance(program, seed=428, rules=["plugin"], adjust="sandwich")
+    fast = arviz_compat.group(result, "calibration")
     path = arviz_compat.group(calibrate_path(program, seed=428, rules=[],
                                                    adjust="sandwich"), "calibration")
     assert float(fast["rule_omega"].sel(rule="plugin")) > 5 > 0.5 > float(fast["omega"])
     assert float(fast["low_ess_share"]) <= 0.05
+    # The plug-in's posterior, 50 times GPC's rate, is beyond the root's sample: said, above.
+    assert float(fast["rule_ess"].sel(rule="plugin")) < 100 <= float(fast["rule_ess"].sel(rule="gpc"))
     gap = abs(float(fast["omega"]) - float(path["omega"]))
     stated = math.hypot(float(fast["omega_se"]), float(path["omega_se"]))
     assert gap <= ROOT_TOL * stated + 0.01 * float(path["omega"]), (gap, stated)

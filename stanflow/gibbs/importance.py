@@ -410,6 +410,15 @@ def calibrate_importance(
     names = list(program.names)
     posteriors = rule_posteriors(lambda omega: (sample.theta, *sample.weights(omega)),
                                  omegas, names, shape=shape)
+    short = [f"{rule} (omega {omegas[rule]:.3g}, {ess:.0f})" for rule, ess
+             in zip(omegas, posteriors["rule_ess"].values, strict=True) if ess < LOW_ESS]
+    if short:
+        warnings.warn(
+            f"calibrate_importance: the posteriors of {', '.join(short)} were read from fewer "
+            f"than {LOW_ESS} effective draws of the sample fitted at GPC's root (rule_ess): "
+            "their means and intervals are unreliable; calibrate_path reads every rule from "
+            "its own particles", RuntimeWarning, stacklevel=2,
+        )
     group = xr.Dataset(
         {
             **root_variables(root, converged, history, error, B, found.theta),
