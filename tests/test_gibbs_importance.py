@@ -279,12 +279,13 @@ def test_a_plugin_misled_by_a_leverage_point_is_replaced_by_the_samples_own_spre
     with pytest.warns(RuntimeWarning, match=r"posteriors of plugin \(omega 8.24, \d+\)"):
         result = calibrate_importance(program, seed=428, rules=["plugin"], adjust="sandwich")
     fast = arviz_compat.group(result, "calibration")
-    path = arviz_compat.group(calibrate_path(program, seed=428, rules=[],
-                                                   adjust="sandwich"), "calibration")
+    path = arviz_compat.group(calibrate_path(program, seed=428, rules=[], adjust="sandwich"),
+                              "calibration")
     assert float(fast["rule_omega"].sel(rule="plugin")) > 5 > 0.5 > float(fast["omega"])
     assert float(fast["low_ess_share"]) <= 0.05
     # The plug-in's posterior, 50 times GPC's rate, is beyond the root's sample: said, above.
-    assert float(fast["rule_ess"].sel(rule="plugin")) < 100 <= float(fast["rule_ess"].sel(rule="gpc"))
+    ess = fast["rule_ess"]
+    assert float(ess.sel(rule="plugin")) < 100 <= float(ess.sel(rule="gpc"))
     gap = abs(float(fast["omega"]) - float(path["omega"]))
     stated = math.hypot(float(fast["omega_se"]), float(path["omega_se"]))
     assert gap <= ROOT_TOL * stated + 0.01 * float(path["omega"]), (gap, stated)
