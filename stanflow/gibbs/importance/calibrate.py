@@ -1,66 +1,21 @@
-"""GPC and the rules from one importance sample: calibrated intervals in milliseconds.
-
-For a model with a few parameters the Gibbs posteriors that GPC reads (the
-full data's and every bootstrap resample's, at every ``omega`` the root
-search tries) are all close to Gaussians around the estimate, of spread
-between the plug-in's posterior ``(omega n H)^-1`` and the estimate's
-sampling covariance ``H^-1 J H^-1 / n``. One sample from a heavy-tailed
-proposal covering both serves them all by importance weights, without a
-sweep from the prior (:func:`~stanflow.gibbs.path.calibrate_path`) or a
-Markov chain:
-
-- the proposal: a multivariate Student-t with :data:`DF` degrees of freedom,
-  centred at the estimate, covariance ``widen^2 (H^-1 J H^-1 + H^-1 /
-  omega_ref) / n`` (``H``, ``J`` the plug-in's, :func:`calibrate_plugin`),
-  ``omega_ref`` the plug-in's ``omega`` at first; on the parameters' own
-  scale for a shipped template with a shipped prior, else on Stan's
-  unconstrained scale (the program's prior there, Jacobian included);
-- resample ``b``'s posterior at ``omega``: ``log w_bs = -omega c_b . l(theta_s)
-  + log prior(theta_s) - log q(theta_s)``, ``c_b`` its counts; GPC's regions
-  and their Monte Carlo flip probabilities as on the path
-  (:func:`~stanflow.gibbs.path.coverage.region_statistic`), the root by the
-  same bracketing (:func:`~stanflow.gibbs.path.gpc_root.find_root`, guided by
-  :func:`~stanflow.gibbs.path.gpc_root.chi2_root_guess`) and its standard
-  error (:func:`~stanflow.gibbs.path.gpc_root.root_error`);
-- when the root lies more than a factor :data:`REDRAW_FACTOR` from
-  ``omega_ref``, or more than :data:`~stanflow.gibbs.path.gpc_root.AUTO_LOW_ESS_SHARE`
-  of the resamples are read from fewer than
-  :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws there, the
-  proposal is drawn again at ``omega_ref = root`` (at most :data:`ROUNDS`
-  proposals), its covariance ``widen^2`` times the pooled resample posteriors'
-  second moment about the estimate that the last sample measured at the root
-  (:meth:`ImportanceSample.mixture_scatter`; the plug-in's formula again when
-  fewer than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` pooled effective
-  draws carry it): a plug-in ``H`` misled by one observation costs a round,
-  not the root;
-- each rule's posterior (GPC's, the plug-in's, Holmes and Walker's) read from
-  the last sample.
-
-The per-observation losses of a shipped template come from its loss's NumPy
-twin (checked point by point against the Stan file by the tests); any other
-program's from Stan in process. With many parameters the weights degenerate
-(``low_ess_share`` says so, and a warning when it stays above
-:data:`~stanflow.gibbs.path.gpc_root.AUTO_LOW_ESS_SHARE` after the last proposal): use
-:func:`~stanflow.gibbs.path.calibrate_path` there.
-"""
+"""GPC's root and every rule's posterior from importance samples
+(:func:`calibrate_importance`; the method: :mod:`stanflow.gibbs.importance`)."""
 
 from __future__ import annotations
 
 import math
 import time
 import warnings
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import xarray as xr
-from scipy.special import gammaln
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
 from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
-from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.importance.sample import DF, ImportanceProblem, ImportanceSample
 from stanflow.gibbs.information import omega_from_traces
 from stanflow.gibbs.path.calibration import RULES, check_rules, program_shape, rule_posteriors
 from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, inside_and_flip, region_statistic
@@ -71,172 +26,17 @@ from stanflow.gibbs.path.gpc_root import (
     root_error,
     root_variables,
 )
-from stanflow.gibbs.path.target import PathTarget
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
 from stanflow.gibbs.shape import check_shape
-from stanflow.gibbs.templates import TemplateProgram
 from stanflow.validation import check_int
 
-DF = 5.0
-"""The proposal's degrees of freedom: tails heavy enough for the resamples far out."""
 REDRAW_FACTOR = 2.0
 """A root further than this factor from the proposal's ``omega_ref`` draws it again there."""
 ROUNDS = 3
-"""Proposals at most."""
+"""Proposals at most (for the root, and for each rule read from a proposal of its own)."""
 ROWS = 64
 """Resamples per block of the weight kernel (a few thousand draws per row)."""
-CHUNK = 4_000_000
-"""Loss values evaluated at once (draws per chunk: this over ``n``)."""
-
-
-class ImportanceSample(NamedTuple):
-    """Draws from the proposal with what every Gibbs posterior's weights need.
-
-    Attributes
-    ----------
-    z : ndarray, shape (S, d)
-        The draws in the proposal's space.
-    theta : ndarray, shape (S, K)
-        The parameters as declared.
-    log_base : ndarray, shape (S,)
-        ``log prior - log q``: the weights' part common to every posterior.
-    total_loss : ndarray, shape (S,)
-        ``L_n``, the full data's loss.
-    resample_loss : ndarray, shape (B, S)
-        ``c_b . l``, each resample's loss.
-    omega_ref : float
-        The rate the proposal was fitted to.
-    """
-
-    z: np.ndarray
-    theta: np.ndarray
-    log_base: np.ndarray
-    total_loss: np.ndarray
-    resample_loss: np.ndarray
-    omega_ref: float
-
-    def weights(self, omega: float) -> tuple[np.ndarray, float]:
-        """The full data's normalised weights at ``omega`` and their Kish ESS."""
-        log_w = -omega * (self.total_loss - self.total_loss.min()) + self.log_base
-        w = np.exp(log_w - log_w.max())
-        w /= w.sum()
-        return w, float(1.0 / np.sum(w**2))
-
-    def mixture_scatter(self, omega: float, centre: np.ndarray) -> tuple[np.ndarray, float]:
-        """The resamples' posteriors at ``omega``, pooled: their second moment about
-        ``centre`` in the proposal's space, and the pooled weights' Kish ESS.
-
-        Each resample's weights are normalised, then averaged over the resamples;
-        the pooled posterior's spread about the estimate is what a proposal for all
-        of them must cover.
-        """
-        log_w = -omega * (self.resample_loss - self.resample_loss.min(axis=1, keepdims=True))
-        log_w += self.log_base
-        log_w -= log_w.max(axis=1, keepdims=True)
-        w = np.exp(log_w)
-        pooled = (w / w.sum(axis=1, keepdims=True)).mean(axis=0)
-        offset = self.z - centre
-        return (offset * pooled[:, None]).T @ offset, float(1.0 / np.sum(pooled**2))
-
-
-def student_t_draws(
-    rng: np.random.Generator, centre: np.ndarray, cov: np.ndarray, size: int, df: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """``size`` draws of a multivariate Student-t and its log density at them.
-
-    Parameters
-    ----------
-    rng : numpy.random.Generator
-    centre : ndarray, shape (d,)
-    cov : ndarray, shape (d, d)
-        The scale matrix, positive definite.
-    size : int
-    df : float
-
-    Returns
-    -------
-    draws : ndarray, shape (size, d)
-    log_density : ndarray, shape (size,)
-    """
-    d = len(centre)
-    root = np.linalg.cholesky(cov)
-    normal = rng.standard_normal((size, d))
-    scale = np.sqrt(rng.chisquare(df, size) / df)
-    draws = centre + (normal / scale[:, None]) @ root.T
-    mahalanobis = np.sum((normal / scale[:, None]) ** 2, axis=1)
-    log_density = (gammaln((df + d) / 2) - gammaln(df / 2) - d / 2 * math.log(df * math.pi)
-                   - np.sum(np.log(np.diag(root))) - (df + d) / 2 * np.log1p(mahalanobis / df))
-    return draws, log_density
-
-
-class ImportanceProblem:
-    """A program's Gibbs posteriors and GPC's resamples, read by importance weights.
-
-    Parameters
-    ----------
-    program : LossProgram
-    indices : ndarray of int, shape (B, n)
-        GPC's bootstrap resamples.
-    centre : ndarray, shape (d,)
-        The estimate in the particles' space (:class:`PathTarget`'s).
-    spread, variance : ndarray, shape (d, d)
-        ``H^-1 / n`` and ``H^-1 J H^-1 / n`` in that space: the proposal at
-        ``omega_ref`` has scale ``widen^2 (variance + spread / omega_ref)``.
-    """
-
-    def __init__(self, program: LossProgram, indices: np.ndarray, centre: np.ndarray,
-                 spread: np.ndarray, variance: np.ndarray) -> None:
-        self.target = PathTarget(program)
-        self.counts = resample_counts(indices, self.target.n)
-        self.centre = centre
-        self.spread = spread
-        self.variance = variance
-
-    def sample(self, rng: np.random.Generator, omega_ref: float, draws: int,
-               widen: float, scatter: np.ndarray | None = None) -> ImportanceSample:
-        """Draw the proposal at ``omega_ref`` and evaluate everything the weights need.
-
-        Its scale is ``widen^2`` times ``scatter`` (the pooled posteriors' second
-        moment a previous sample measured) or, by default, times the plug-in's
-        ``variance + spread / omega_ref``.
-        """
-        base = self.variance + self.spread / omega_ref if scatter is None else scatter
-        cov = widen**2 * base
-        z, log_q = student_t_draws(rng, self.centre, 0.5 * (cov + cov.T), draws, DF)
-        log_prior = self.target.log_prior(z)
-        theta = self.target.theta(z)
-        kept = np.isfinite(log_prior)
-        if not kept.any():
-            raise ValueError("no draw of the proposal lies where the prior is positive: "
-                             "the estimate is at the edge of the prior's support")
-        total = np.zeros(draws)
-        resample = np.zeros((len(self.counts), draws))
-        chunk = max(1, CHUNK // self.target.n)
-        for start in range(0, draws, chunk):
-            rows = np.flatnonzero(kept[start:start + chunk]) + start
-            if rows.size:
-                losses = self.losses(z[rows], theta[rows])
-                total[rows] = losses.sum(axis=1)
-                resample[:, rows] = self.counts @ losses.T
-        # Draws outside the prior's support weigh nothing; their losses, never
-        # evaluated, are set to the largest so that centring by the smallest holds.
-        total[~kept] = total[kept].max()
-        resample[:, ~kept] = resample[:, kept].max(axis=1, keepdims=True)
-        return ImportanceSample(z, theta, np.where(kept, log_prior - log_q, -np.inf), total,
-                                resample, omega_ref)
-
-    def losses(self, z: np.ndarray, theta: np.ndarray) -> np.ndarray:
-        """Every observation's loss at every draw, shape ``(S, n)``: a shipped
-        template's from its loss's vectorised form, any other program's from Stan."""
-        program = self.target.program
-        if isinstance(program, TemplateProgram) and self.target.space == "box":
-            values = np.asarray(program.loss_values()(program.y[None, :], theta @ program.design.T),
-                                dtype=float)
-            if not np.all(np.isfinite(values)):
-                raise ValueError("loss returned values that are not finite at some draws")
-            return values
-        return self.target.pointwise_loss(z)
 
 
 class ImportanceCoverage:
@@ -408,7 +208,7 @@ def calibrate_importance(
         omegas[name] = float(plugin["omega"]) if name == "plugin" else float(
             omega_from_traces(H, J))
     names = list(program.names)
-    posteriors = rule_posteriors(lambda omega: (sample.theta, *sample.weights(omega)),
+    posteriors = rule_posteriors(_rule_reader(problem, sample, rng, draws, widen),
                                  omegas, names, shape=shape)
     short = [f"{rule} (omega {omegas[rule]:.3g}, {ess:.0f})" for rule, ess
              in zip(omegas, posteriors["rule_ess"].values, strict=True) if ess < LOW_ESS]
@@ -451,6 +251,32 @@ def calibrate_importance(
     )
     return arviz_compat.build({"calibration": group, "importance": sample_group,
                                **program.data_groups()})
+
+
+def _rule_reader(problem: ImportanceProblem, sample: ImportanceSample,
+                 rng: np.random.Generator, draws: int, widen: float
+                 ) -> Callable[[float], tuple[np.ndarray, np.ndarray, float]]:
+    """``omega -> (theta, weights, ess)`` for :func:`rule_posteriors`: a rule's posterior
+    from the root's sample, or, where that leaves fewer than ``LOW_ESS`` effective
+    draws, from proposals of its own at its ``omega`` (the plug-in's formula, then
+    fitted to the posterior the last one measured; the one with most effective draws)."""
+
+    def read(omega: float) -> tuple[np.ndarray, np.ndarray, float]:
+        best, (weights, ess) = sample, sample.weights(omega)
+        scatter = None
+        for _ in range(ROUNDS):
+            if ess >= LOW_ESS:
+                break
+            own = problem.sample(rng, omega, draws, widen, scatter)
+            own_weights, own_ess = own.weights(omega)
+            if own_ess > ess:
+                best, weights, ess = own, own_weights, own_ess
+            measured, carried = best.scatter(omega, problem.centre)
+            scatter = measured if carried >= LOW_ESS and np.linalg.eigvalsh(measured)[0] > 0 \
+                else None
+        return best.theta, weights, ess
+
+    return read
 
 
 def _measured_scatter(sample: ImportanceSample, omega: float,
