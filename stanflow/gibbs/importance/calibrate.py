@@ -133,11 +133,11 @@ def calibrate_importance(
         ``ess_min``, ``ess_median``, ``proposal_omega``; ``low_ess_share``,
         ``rounds`` (proposals drawn), ``wall_time``; by ``rule`` (``gpc``, then
         ``rules``) ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``
-        (with ``adjust="sandwich"`` also ``shape``). ``importance``: the last
-        proposal's draws (``theta``, dims ``draw``, ``param``), ``log_base``
-        (``log prior - log q``) and ``total_loss``, so that the posterior at
-        any ``omega`` is ``w ∝ exp(-omega total_loss + log_base)``. Then the
-        program's data groups.
+        (with ``adjust="sandwich"`` also ``shape``). ``importance``: the draws
+        GPC's root was read from (``theta``, dims ``draw``, ``param``),
+        ``log_base`` (``log prior - log q``) and ``total_loss``, so that the
+        posterior at any ``omega`` is ``w ∝ exp(-omega total_loss + log_base)``.
+        Then the program's data groups.
 
     Raises
     ------
@@ -215,9 +215,10 @@ def calibrate_importance(
     if short:
         warnings.warn(
             f"calibrate_importance: the posteriors of {', '.join(short)} were read from fewer "
-            f"than {LOW_ESS} effective draws of the sample fitted at GPC's root (rule_ess): "
-            "their means and intervals are unreliable; calibrate_path reads every rule from "
-            "its own particles", RuntimeWarning, stacklevel=2,
+            f"than {LOW_ESS} effective draws (rule_ess), a rule far from GPC's root from "
+            f"{ROUNDS} proposals of its own: their means and intervals are unreliable; "
+            "calibrate_path reads every rule from its own particles", RuntimeWarning,
+            stacklevel=2,
         )
     group = xr.Dataset(
         {
