@@ -12,6 +12,7 @@ the Gaussian's quantiles.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 from pathlib import Path
 
@@ -236,6 +237,26 @@ def test_where_the_weights_degenerate_it_says_so(cmdstan):
     assert any("posteriors of gpc (omega" in m for m in messages)
     c = arviz_compat.group(result, "calibration")
     assert float(c["low_ess_share"]) > 0.05 and int(c["rounds"]) == 3
+
+
+def test_a_rule_too_degenerate_for_the_shape_fix_gets_a_nan_interval_not_a_crash(cmdstan):
+    """Twelve coefficients of a 0.9-quantile: with the shape fix GPC's posterior is read
+    from one effective draw, whose covariance no affine map can move. The calibration
+    still returns, with that interval NaN (its mean kept), and the warning names it."""
+    rng = np.random.default_rng(8)
+    X = np.column_stack([np.ones(120), rng.standard_normal((120, 11))])
+    y = X @ np.linspace(-1, 1, 12) + rng.standard_normal(120)
+    program = linear_program(y, X, loss="check", loss_params={"tau": 0.9}, prior="normal",
+                             prior_params={"mean": 0, "sd": 10})
+    with pytest.warns(RuntimeWarning) as record:
+        result = calibrate_importance(program, seed=1, rules=[], adjust="sandwich")
+    messages = [str(w.message) for w in record]
+    assert any("fewer than 100 effective draws after 3 proposals" in m for m in messages)
+    assert any(re.search(r"posteriors of gpc .*NaN where the draws", m) for m in messages)
+    c = arviz_compat.group(result, "calibration")
+    assert float(c["rule_ess"].sel(rule="gpc")) < 13
+    assert np.isnan(c["rule_interval"].sel(rule="gpc").values).all()
+    assert np.isfinite(c["rule_mean"].sel(rule="gpc").values).all()
 
 
 def test_the_pooled_scatter_is_the_gaussian_mixtures():

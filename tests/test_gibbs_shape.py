@@ -14,8 +14,10 @@ import pytest
 
 from stanflow import arviz_compat
 from stanflow.gibbs import calibrate_path, calibrate_plugin, linear_program
+from stanflow.gibbs.path.calibration import rule_posteriors
 from stanflow.gibbs.path.coverage import region_statistic
 from stanflow.gibbs.shape import (
+    SingularDrawsError,
     adjust_draws,
     check_shape,
     sandwich_shape,
@@ -68,6 +70,29 @@ def test_one_parameter_is_left_as_it_is():
     np.testing.assert_allclose(adjust_draws(draws, [[9.0]]), draws, atol=1e-12)
 
 
+def test_rule_posteriors_give_a_nan_interval_where_the_draws_cannot_be_moved():
+    """One draw carries all the weight of the "far" rule: its covariance is singular, so its
+    interval under the shape fix is NaN while its mean is that draw; the other rule's
+    interval is the moved draws' own quantiles."""
+    rng = np.random.default_rng(2)
+    draws = rng.normal(size=(4000, 2))
+
+    def read(omega):
+        if omega > 1:
+            weights = np.zeros(len(draws))
+            weights[7] = 1.0
+            return draws, weights, 1.0
+        return draws, np.full(len(draws), 1 / len(draws)), float(len(draws))
+
+    shape = np.array([[1.0, 0.6], [0.6, 1.0]])
+    out = rule_posteriors(read, {"near": 1.0, "far": 5.0}, ["a", "b"], shape=shape)
+    assert np.isnan(out["rule_interval"].sel(rule="far").values).all()
+    np.testing.assert_allclose(out["rule_mean"].sel(rule="far").values, draws[7])
+    moved = adjust_draws(draws, shape)
+    np.testing.assert_allclose(out["rule_interval"].sel(rule="near").values,
+                               np.quantile(moved, [0.025, 0.975], axis=0), rtol=0.02)
+
+
 def test_bad_input_names_the_field():
     draws = np.random.default_rng(0).normal(size=(50, 2))
     with pytest.raises(ValueError, match=r"shape must be 2 x 2"):
@@ -78,7 +103,7 @@ def test_bad_input_names_the_field():
         check_shape([[1.0, 0.5], [0.0, 1.0]])
     with pytest.raises(ValueError, match="weights must be 50"):
         adjust_draws(draws, np.eye(2), weights=np.ones(49))
-    with pytest.raises(ValueError, match="singular"):
+    with pytest.raises(SingularDrawsError, match="singular"):
         adjust_draws(np.ones((50, 2)), np.eye(2))
     with pytest.raises(ValueError, match="H and J must be square"):
         sandwich_shape(np.eye(2), np.eye(3))

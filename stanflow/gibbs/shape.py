@@ -43,6 +43,11 @@ from __future__ import annotations
 import numpy as np
 
 
+class SingularDrawsError(ValueError):
+    """The draws' weighted covariance is singular: fewer distinct draws carry the
+    weight than there are parameters, so no affine map moves them to a shape."""
+
+
 def sandwich_shape(H: np.ndarray, J: np.ndarray) -> np.ndarray:
     """The sandwich ``H^-1 J H^-1``, symmetrised.
 
@@ -167,8 +172,9 @@ def adjust_draws(
     Raises
     ------
     ValueError
-        On shapes that do not match, non-positive weights, or a singular
-        covariance of the draws (fewer distinct draws than parameters).
+        On shapes that do not match or non-positive weights;
+        :class:`SingularDrawsError` on a singular covariance of the draws
+        (fewer distinct draws than parameters).
     """
     draws = np.asarray(draws, dtype=float)
     if draws.ndim != 2:
@@ -186,7 +192,8 @@ def adjust_draws(
     mean, cov = weighted_moments(draws, w)
     centred = draws - mean
     if np.linalg.matrix_rank(cov) < K:
-        raise ValueError("the draws' covariance is singular: they cannot be moved to a shape")
+        raise SingularDrawsError(
+            "the draws' covariance is singular: they cannot be moved to a shape")
     target = volume_scale(cov, shape) * shape
     return mean + centred @ transport_map(cov, target)
 

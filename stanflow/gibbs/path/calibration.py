@@ -34,7 +34,7 @@ from stanflow.gibbs.path.sampler import CALIBRATION_SAMPLER, PathSampler
 from stanflow.gibbs.path.sweep import LearningRatePath, check_omega_max, to_inference_data
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.program import LossProgram
-from stanflow.gibbs.shape import adjust_draws, sandwich_shape
+from stanflow.gibbs.shape import SingularDrawsError, adjust_draws, sandwich_shape
 from stanflow.runs.calls import Workers, as_workers
 from stanflow.validation import check_positive
 
@@ -127,7 +127,9 @@ def rule_posteriors(
         The interval's ends.
     shape : array_like, shape (K, K), optional
         Read the intervals from the draws moved to this shape
-        (:func:`stanflow.gibbs.shape.adjust_draws`); the means do not move.
+        (:func:`stanflow.gibbs.shape.adjust_draws`); the means do not move. A
+        rule whose draws cannot be moved (their weighted covariance singular:
+        too few effective draws) gets a NaN interval; its ``rule_ess`` says why.
 
     Returns
     -------
@@ -144,7 +146,11 @@ def rule_posteriors(
         theta, weights, ess[j] = read(float(omegas[name]))
         mean[j] = weights @ theta
         if shape is not None and K > 1:
-            theta = adjust_draws(theta, shape, weights)
+            try:
+                theta = adjust_draws(theta, shape, weights)
+            except SingularDrawsError:
+                interval[j] = np.nan
+                continue
         for p in range(K):
             interval[j, :, p] = weighted_quantile(theta[:, p], weights, np.asarray(probs))
     return xr.Dataset(
