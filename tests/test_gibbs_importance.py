@@ -25,6 +25,8 @@ from stanflow.gibbs import LossProgram, calibrate_importance, calibrate_path, li
 from stanflow.gibbs.gpc import bootstrap_indices
 from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.importance import ImportanceProblem, ImportanceSample, student_t_draws
+from stanflow.gibbs.importance.calibrate import _rule_reader
+from stanflow.gibbs.path import weighted_quantile
 from stanflow.gibbs.shape import volume_scale
 
 pytestmark = pytest.mark.e2e
@@ -276,6 +278,37 @@ def test_the_pooled_scatter_is_the_gaussian_mixtures():
     spread = (m - c).T @ (m - c) / len(m) + np.linalg.inv(omega * A)
     np.testing.assert_allclose(scatter, spread, rtol=0.05, atol=0.01)
     assert 1000 < ess < S
+
+
+class NarrowProblem:
+    """A Gibbs posterior ``N(0, I / omega)`` in two dimensions (flat prior, loss
+    ``|theta|^2 / 2``), whose default proposal is five times too narrow."""
+
+    centre = np.zeros(2)
+
+    def sample(self, rng, omega_ref, draws, widen, scatter=None):
+        cov = widen**2 * (0.01 * np.eye(2) / omega_ref if scatter is None else scatter)
+        z, log_q = student_t_draws(rng, self.centre, cov, draws, 5.0)
+        loss = 0.5 * np.sum(z**2, axis=1)
+        return ImportanceSample(z, z, -log_q, loss, loss[None, :], omega_ref)
+
+
+def test_a_rule_beyond_the_roots_sample_is_read_from_proposals_fitted_to_it():
+    """The root's sample and the default proposal both carry the rule's posterior with few
+    effective draws; the next proposal, fitted to the second moment the last one measured,
+    carries it with many, and its mean and quantiles are the Gaussian's."""
+    problem, omega, draws = NarrowProblem(), 4.0, 2000
+    first = problem.sample(np.random.default_rng(1), omega, draws, 2.0)
+    assert first.weights(omega)[1] < 100
+    read = _rule_reader(problem, first, np.random.default_rng(2), draws, 2.0)
+    theta, weights, ess = read(omega)
+    assert ess >= 500
+    sd = 1 / math.sqrt(omega)
+    np.testing.assert_array_less(np.abs(weights @ theta), 4 * sd / math.sqrt(ess))
+    for p in range(2):
+        upper = weighted_quantile(theta[:, p], weights, np.array([0.975]))[0]
+        tol = 4 * math.sqrt(0.025 * 0.975 / ess) / stats.norm.pdf(1.96) * sd
+        assert abs(upper - 1.96 * sd) <= tol
 
 
 def bench_quantile_data_set(index):

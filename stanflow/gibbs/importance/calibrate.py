@@ -259,8 +259,10 @@ def _rule_reader(problem: ImportanceProblem, sample: ImportanceSample,
                  ) -> Callable[[float], tuple[np.ndarray, np.ndarray, float]]:
     """``omega -> (theta, weights, ess)`` for :func:`rule_posteriors`: a rule's posterior
     from the root's sample, or, where that leaves fewer than ``LOW_ESS`` effective
-    draws, from proposals of its own at its ``omega`` (the plug-in's formula, then
-    fitted to the posterior the last one measured; the one with most effective draws)."""
+    draws, from proposals of its own at its ``omega``: the plug-in's formula first,
+    then ``widen^2`` times the second moment about the estimate that the last one
+    measured (heavy weights on a too narrow proposal's far draws widen the next);
+    the sample with the most effective draws is read."""
 
     def read(omega: float) -> tuple[np.ndarray, np.ndarray, float]:
         best, (weights, ess) = sample, sample.weights(omega)
@@ -272,9 +274,8 @@ def _rule_reader(problem: ImportanceProblem, sample: ImportanceSample,
             own_weights, own_ess = own.weights(omega)
             if own_ess > ess:
                 best, weights, ess = own, own_weights, own_ess
-            measured, carried = best.scatter(omega, problem.centre)
-            scatter = measured if carried >= LOW_ESS and np.linalg.eigvalsh(measured)[0] > 0 \
-                else None
+            measured = own.scatter(omega, problem.centre)
+            scatter = measured if np.linalg.eigvalsh(measured)[0] > 0 else None
         return best.theta, weights, ess
 
     return read

@@ -75,12 +75,12 @@ class ImportanceSample(NamedTuple):
         offset = self.z - centre
         return (offset * pooled[:, None]).T @ offset, float(1.0 / np.sum(pooled**2))
 
-    def scatter(self, omega: float, centre: np.ndarray) -> tuple[np.ndarray, float]:
+    def scatter(self, omega: float, centre: np.ndarray) -> np.ndarray:
         """The full data's posterior at ``omega``: its second moment about ``centre`` in
-        the proposal's space, and the weights' Kish ESS."""
-        w, ess = self.weights(omega)
+        the proposal's space."""
+        w, _ = self.weights(omega)
         offset = self.z - centre
-        return (offset * w[:, None]).T @ offset, ess
+        return (offset * w[:, None]).T @ offset
 
 
 def student_t_draws(
