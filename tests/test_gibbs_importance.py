@@ -225,8 +225,9 @@ def test_a_loss_without_the_plugins_curvature_is_named(cmdstan):
 
 
 def test_where_the_weights_degenerate_it_says_so(cmdstan):
-    """Twelve coefficients: one importance sample no longer serves the resamples, and the
-    result and a warning say so (calibrate_path moves particles to each resample there)."""
+    """Twelve coefficients: one importance sample no longer serves the resamples, nor three
+    proposals of its own the plug-in's posterior, and the result and warnings say so
+    (calibrate_path moves particles to each resample there)."""
     rng = np.random.default_rng(8)
     X = np.column_stack([np.ones(120), rng.standard_normal((120, 11))])
     y = X @ np.linspace(-1, 1, 12) + rng.standard_normal(120)
@@ -236,9 +237,10 @@ def test_where_the_weights_degenerate_it_says_so(cmdstan):
         result = calibrate_importance(program, seed=1)
     messages = [str(w.message) for w in record]
     assert any("fewer than 100 effective draws after 3 proposals" in m for m in messages)
-    assert any("posteriors of gpc (omega" in m for m in messages)
+    assert any("posteriors of plugin (omega" in m for m in messages)
     c = arviz_compat.group(result, "calibration")
     assert float(c["low_ess_share"]) > 0.05 and int(c["rounds"]) == 3
+    assert float(c["rule_ess"].sel(rule="plugin")) < 100
 
 
 def test_a_rule_too_degenerate_for_the_shape_fix_gets_a_nan_interval_not_a_crash(cmdstan):

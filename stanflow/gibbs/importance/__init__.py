@@ -34,11 +34,11 @@ Markov chain:
   draws carry it): a plug-in ``H`` misled by one observation costs a round,
   not the root;
 - each rule's posterior (GPC's, the plug-in's, Holmes and Walker's) read from
-  the last sample; a rule whose ``omega`` lies so far from the root that fewer
-  than :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws carry it
-  there (a plug-in misled by one observation) is read from proposals of its own
-  at its ``omega``, the plug-in's formula first, then fitted to the posterior
-  that one measured.
+  the last sample; a rule that fewer than
+  :data:`~stanflow.gibbs.path.coverage.LOW_ESS` effective draws carry there (a
+  plug-in misled by one observation, its rate far from the root; many
+  parameters) is read from proposals of its own at its ``omega``, the
+  plug-in's formula first, then fitted to the posterior the last one measured.
 
 The per-observation losses of a shipped template come from its loss's NumPy
 twin (checked point by point against the Stan file by the tests); any other

@@ -215,8 +215,8 @@ def calibrate_importance(
     if short:
         warnings.warn(
             f"calibrate_importance: the posteriors of {', '.join(short)} were read from fewer "
-            f"than {LOW_ESS} effective draws (rule_ess), a rule far from GPC's root from "
-            f"{ROUNDS} proposals of its own: their means and intervals are unreliable (NaN "
+            f"than {LOW_ESS} effective draws (rule_ess), even with {ROUNDS} proposals of "
+            "their own: their means and intervals are unreliable (NaN "
             "where the draws were too few to move to the sandwich's shape); calibrate_path "
             "reads every rule from its own particles", RuntimeWarning, stacklevel=2,
         )
