@@ -245,8 +245,9 @@ def test_where_the_weights_degenerate_it_says_so(cmdstan):
 
 def test_a_rule_too_degenerate_for_the_shape_fix_gets_a_nan_interval_not_a_crash(cmdstan):
     """Twelve coefficients of a 0.9-quantile: with the shape fix GPC's posterior is read
-    from one effective draw, whose covariance no affine map can move. The calibration
-    still returns, with that interval NaN (its mean kept), and the warning names it."""
+    from fewer effective draws than coefficients, whose covariance no affine map can move.
+    The calibration still returns, with that interval NaN (its mean kept), and the warning
+    names it."""
     rng = np.random.default_rng(8)
     X = np.column_stack([np.ones(120), rng.standard_normal((120, 11))])
     y = X @ np.linspace(-1, 1, 12) + rng.standard_normal(120)
@@ -324,7 +325,8 @@ def bench_quantile_data_set(index):
 
 def grid_posterior_2d(X, y, tau, omega, prior_sd, centre, half_width, points=401):
     """The Gibbs posterior of a line under the check loss with normal(0, prior_sd) priors on
-    a grid of ``points^2`` around ``centre``: its mean and both marginals' CDFs."""
+    a grid of ``points^2`` around ``centre``: the grid's axes, the posterior's mean and sds,
+    and both marginals' masses on their axes."""
     axes = [np.linspace(c - h, c + h, points) for c, h in zip(centre, half_width, strict=True)]
     a, b = np.meshgrid(*axes, indexing="ij")
     u = y[None, None, :] - a[..., None] * X[:, 0] - b[..., None] * X[:, 1]
