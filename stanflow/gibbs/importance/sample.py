@@ -140,9 +140,10 @@ class ImportanceProblem:
                widen: float, scatter: np.ndarray | None = None) -> ImportanceSample:
         """Draw the proposal at ``omega_ref`` and evaluate everything the weights need.
 
-        Its scale is ``widen^2`` times ``scatter`` (the pooled posteriors' second
-        moment a previous sample measured) or, by default, times the plug-in's
-        ``variance + spread / omega_ref``.
+        Its scale is ``widen^2`` times ``scatter`` (a second moment a previous
+        sample measured: the resamples' pooled posteriors', or one rule's
+        posterior's) or, by default, times the plug-in's ``variance + spread /
+        omega_ref``.
         """
         base = self.variance + self.spread / omega_ref if scatter is None else scatter
         cov = widen**2 * base
