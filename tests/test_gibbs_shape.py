@@ -9,13 +9,21 @@ Gibbs posterior whose adjusted intervals have the sandwich's width ratio.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
 from stanflow import arviz_compat
-from stanflow.gibbs import calibrate_path, calibrate_plugin, linear_program
-from stanflow.gibbs.path.calibration import rule_posteriors
-from stanflow.gibbs.path.coverage import region_statistic
+from stanflow.gibbs import (
+    calibrate_importance,
+    calibrate_path,
+    calibrate_plugin,
+    linear_program,
+)
+from stanflow.gibbs.gpc import bootstrap_indices
+from stanflow.gibbs.path.calibration import rule_posteriors, warn_short_means
+from stanflow.gibbs.path.coverage import bootstrap_shape, region_statistic
 from stanflow.gibbs.shape import (
     SingularDrawsError,
     adjust_draws,
@@ -109,6 +117,34 @@ def test_bad_input_names_the_field():
         sandwich_shape(np.eye(2), np.eye(3))
 
 
+def test_bootstrap_shape_is_the_covariance_of_the_tilted_means():
+    """Draws of N(0, I) weighted by exp(a_b . theta) (the loss -a_b . theta / omega) are
+    N(a_b, I) for resample b: each mean is a_b, and the shape is the a_b's covariance."""
+    rng = np.random.default_rng(5)
+    S, B, K, omega = 200_000, 60, 2, 2.0
+    draws = rng.normal(size=(S, K))
+    tilts = rng.multivariate_normal(np.zeros(K), [[0.04, 0.03], [0.03, 0.09]], size=B)
+    shape, ess = bootstrap_shape(draws, -(tilts @ draws.T) / omega, np.zeros(S), omega)
+    # A mean's Monte Carlo sd is about 1 / sqrt(ESS) = 0.003, against the tilts' 0.2-0.3.
+    np.testing.assert_allclose(shape, np.cov(tilts, rowvar=False), atol=2e-3)
+    want_ess = S * np.exp(-np.sum(tilts**2, axis=1))  # S / E[w^2] for w = exp(a.theta - |a|^2 / 2)
+    np.testing.assert_allclose(ess, want_ess, rtol=0.1)
+
+
+def test_bootstrap_shape_names_what_it_cannot_read():
+    draws = np.random.default_rng(0).normal(size=(100, 3))
+    with pytest.raises(ValueError, match="B must exceed 3, got 3"):
+        bootstrap_shape(draws, np.zeros((3, 100)), np.zeros(100), 1.0)
+    with pytest.raises(ValueError, match="do not vary in every direction"):
+        bootstrap_shape(draws, np.zeros((10, 100)), np.zeros(100), 1.0)
+    # Means from 10 effective draws each: a tenth of a posterior's covariance is noise.
+    with pytest.warns(RuntimeWarning, match=r"about 10% of the shape is Monte Carlo noise"):
+        warn_short_means(np.full(50, 10.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        warn_short_means(np.r_[np.full(45, 1000.0), np.full(5, 50.0)])
+
+
 def test_region_statistic_with_a_shape_counts_the_moved_draws():
     """GPC's adjusted statistic from moments alone equals the weight of explicitly
     moved draws closer to the mean than the estimate, in their own covariance."""
@@ -195,6 +231,44 @@ def test_adjusted_intervals_have_the_sandwichs_shape(cmdstan):
     # The fix leaves the rules' means where they were.
     np.testing.assert_allclose(fixed["rule_mean"].sel(rule="plugin"),
                                plain["rule_mean"].sel(rule="plugin"), rtol=1e-10)
+
+
+@pytest.mark.e2e
+def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
+    """Least squares with noise growing in |z| and a wide prior: each resample's posterior
+    mean is its least-squares fit, so adjust="bootstrap"'s shape is the covariance of the
+    resamples' fits (in shape; the volume is the learning rate's), far from (X'X)^-1's;
+    by importance and on the path, each rule's intervals stand in its ratio."""
+    rng = np.random.default_rng(12)
+    n, B, seed = 200, 100, 4
+    z = rng.normal(size=n)
+    X = np.column_stack([np.ones(n), z])
+    y = 1 + 2 * z + rng.normal(size=n) * (0.2 + z**2)
+    program = linear_program(y, X, loss="squared", prior="normal",
+                             prior_params={"mean": 0, "sd": 100})
+    fits = [np.linalg.lstsq(X[i], y[i], rcond=None)[0]
+            for i in bootstrap_indices(n, B, np.random.SeedSequence(seed))]
+    exact = np.cov(fits, rowvar=False)
+    bread = np.linalg.inv(X.T @ X)
+    assert np.sqrt(exact[1, 1] / exact[0, 0]) / np.sqrt(bread[1, 1] / bread[0, 0]) > 1.5
+    for calibrate, gpc in ((calibrate_path, "gpc_path"), (calibrate_importance, "gpc")):
+        c = arviz_compat.group(calibrate(program, seed=seed, B=B, rules=["plugin"],
+                                         adjust="bootstrap"), "calibration")
+        assert c.attrs["adjust"] == "bootstrap"
+        shape = c["shape"].values
+        np.testing.assert_allclose(shape / np.sqrt(np.linalg.det(shape)),
+                                   exact / np.sqrt(np.linalg.det(exact)), atol=0.1)
+        width = c["rule_interval"].sel(end="upper") - c["rule_interval"].sel(end="lower")
+        for rule in (gpc, "plugin"):
+            ratio = float(width.sel(rule=rule).isel(param=1) / width.sel(rule=rule).isel(param=0))
+            assert ratio == pytest.approx(np.sqrt(shape[1, 1] / shape[0, 0]), rel=0.08), rule
+
+
+def test_bootstrap_adjustment_needs_more_resamples_than_parameters():
+    X = np.column_stack([np.ones(30), np.arange(30.0), np.arange(30.0) ** 0.5])
+    y = np.random.default_rng(0).normal(size=30)
+    with pytest.raises(ValueError, match="B must exceed the 3 parameters"):
+        calibrate_path(linear_program(y, X, bounds=(-5, 5)), adjust="bootstrap", B=3)
 
 
 def test_an_unknown_adjustment_is_named():

@@ -17,8 +17,20 @@ from stanflow.gibbs.estimate import Estimate
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.importance.sample import DF, ImportanceProblem, ImportanceSample
 from stanflow.gibbs.information import omega_from_traces
-from stanflow.gibbs.path.calibration import RULES, check_rules, program_shape, rule_posteriors
-from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, inside_and_flip, region_statistic
+from stanflow.gibbs.path.calibration import (
+    RULES,
+    check_rules,
+    program_shape,
+    rule_posteriors,
+    warn_short_means,
+)
+from stanflow.gibbs.path.coverage import (
+    LOW_ESS,
+    Evaluation,
+    bootstrap_shape,
+    inside_and_flip,
+    region_statistic,
+)
 from stanflow.gibbs.path.gpc_root import (
     AUTO_LOW_ESS_SHARE,
     chi2_root_guess,
@@ -114,10 +126,13 @@ def calibrate_importance(
         least 1.
     rules : sequence of {"plugin", "holmes_walker"}, default both
         Rules besides GPC whose posteriors are read from the sample.
-    adjust : {"none", "sandwich"}, default "none"
-        ``"sandwich"``: the shape fix, as in ``calibrate_path``: every
-        posterior moved to the sandwich's shape before GPC counts its regions
-        and before the intervals are read.
+    adjust : {"none", "sandwich", "bootstrap"}, default "none"
+        The shape fix, as in ``calibrate_path``: every posterior moved to the
+        sandwich's shape before GPC counts its regions and before the
+        intervals are read; ``"sandwich"`` takes the shape from ``H`` and
+        ``J``, ``"bootstrap"`` from the resamples' posterior means at the
+        proposal's ``omega`` (:func:`~stanflow.gibbs.path.coverage.bootstrap_shape`,
+        read again from each proposal drawn).
     xtol : float, default 0.01
         Relative width of the root's final bracket (its Monte Carlo error,
         ``omega_se``, is a few per cent at ``B = 200``).
@@ -133,7 +148,7 @@ def calibrate_importance(
         ``ess_min``, ``ess_median``, ``proposal_omega``; ``low_ess_share``,
         ``rounds`` (proposals drawn), ``wall_time``; by ``rule`` (``gpc``, then
         ``rules``) ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``
-        (with ``adjust="sandwich"`` also ``shape``). ``importance``: the draws
+        (with ``adjust`` other than ``"none"`` also ``shape``). ``importance``: the draws
         GPC's root was read from (``theta``, dims ``draw``, ``param``),
         ``log_base`` (``log prior - log q``) and ``total_loss``, so that the
         posterior at any ``omega`` is ``w ∝ exp(-omega total_loss + log_base)``.
@@ -154,7 +169,7 @@ def calibrate_importance(
     if not (isinstance(xtol, (int, float)) and 0 < xtol < 1):
         raise ValueError(f"xtol must be in (0, 1), got {xtol!r}")
     max_evaluations = check_int(max_evaluations, "max_evaluations", 2)
-    check_rules(rules, adjust)
+    check_rules(rules, adjust, B, program)
     program.check_proper_prior()
 
     found = program.estimate() if estimate is None else program.estimate_at(estimate)
@@ -167,9 +182,9 @@ def calibrate_importance(
             f"program does not give ({err}); calibrate_path(program, rules=[]) needs neither"
         ) from None
     H, J = plugin["sensitivity"].values, plugin["variability"].values
-    shape = None if adjust == "none" else program_shape(plugin)
-    if shape is not None and len(found.theta) > 1:
-        shape = check_shape(shape, len(found.theta))
+    fixed_shape = program_shape(plugin) if adjust == "sandwich" else None
+    if fixed_shape is not None and len(found.theta) > 1:
+        fixed_shape = check_shape(fixed_shape, len(found.theta))
     indices = bootstrap_indices(program.n, B, np.random.SeedSequence(seed))
     problem = ImportanceProblem(program, indices, *_proposal_space(program, found, plugin, H, J))
     rng = np.random.default_rng(np.random.SeedSequence([seed, 1]))
@@ -183,6 +198,10 @@ def calibrate_importance(
     while True:
         rounds += 1
         sample = problem.sample(rng, omega_ref, draws, widen, scatter)
+        shape = fixed_shape
+        if adjust == "bootstrap" and len(found.theta) > 1:
+            shape, means_ess = bootstrap_shape(sample.theta, sample.resample_loss,
+                                               sample.log_base, omega_ref)
         coverage = ImportanceCoverage(sample, found.theta, alpha, shape)
         root, tried, converged = find_root(coverage, omega_ref, target, xtol=xtol,
                                            max_evaluations=max_evaluations, guess=guess)
@@ -194,6 +213,8 @@ def calibrate_importance(
             break
         omega_ref = root
         scatter = _measured_scatter(sample, root, problem.centre)
+    if adjust == "bootstrap" and len(found.theta) > 1:
+        warn_short_means(means_ess)
     at_root = error.at_root
     if at_root.low_ess > AUTO_LOW_ESS_SHARE * B:
         warnings.warn(

@@ -9,12 +9,15 @@
 - any other learning rates the caller marks (e.g. Robbins-Monro GPC's);
 - each rule's Gibbs posterior (mean and equal-tailed interval) from the same
   particles (:func:`rules_on_path`), and the functionals against ``omega``;
-- with ``adjust="sandwich"``, all of it for the posteriors moved to the
-  sandwich's shape (:mod:`stanflow.gibbs.shape`), GPC's root included.
+- with ``adjust="sandwich"`` or ``"bootstrap"``, all of it for the posteriors
+  moved to the sandwich's shape (:mod:`stanflow.gibbs.shape`), GPC's root
+  included; ``"bootstrap"`` reads that shape from the resamples' posterior means
+  (:func:`stanflow.gibbs.path.coverage.bootstrap_shape`) instead of ``H`` and ``J``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -22,7 +25,9 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
+from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.information import omega_from_traces
+from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, PathCoverage
 from stanflow.gibbs.path.gpc_root import path_gpc
 from stanflow.gibbs.path.read import (
     default_omegas,
@@ -40,17 +45,46 @@ from stanflow.validation import check_positive
 
 RULES = ("plugin", "holmes_walker")
 """Rules computed from the data, besides GPC."""
-ADJUSTMENTS = ("none", "sandwich")
-"""``adjust``: the posteriors as they are, or moved to the sandwich's shape."""
+ADJUSTMENTS = ("none", "sandwich", "bootstrap")
+"""``adjust``: the posteriors as they are, or moved to the sandwich's shape, taken
+from ``H`` and ``J`` or from the bootstrap's resamples."""
+SHAPE_NOISE = 0.05
+"""``adjust="bootstrap"`` warns when its resamples' means average ``1 / ESS`` above this."""
 
 
-def check_rules(rules: Sequence[str], adjust: str) -> None:
-    """A ``ValueError`` naming ``rules`` or ``adjust`` when either is not one offered."""
+def check_rules(rules: Sequence[str], adjust: str, B: int, program: LossProgram) -> None:
+    """A ``ValueError`` naming ``rules`` or ``adjust`` when either is not one offered,
+    or ``B`` or the program when they do not suit ``adjust="bootstrap"``."""
     unknown = sorted(set(rules) - set(RULES))
     if unknown:
         raise ValueError(f"rules: unknown {unknown}; choose from {RULES}")
     if adjust not in ADJUSTMENTS:
         raise ValueError(f"adjust must be one of {ADJUSTMENTS}, got {adjust!r}")
+    size = len(program.names)
+    if adjust != "bootstrap" or size == 1:
+        return
+    if size >= B:
+        raise ValueError(f"B must exceed the {size} parameters for adjust='bootstrap' (the "
+                         f"shape is the covariance of the B resamples' means), got {B}")
+    if program.dim != size:
+        raise ValueError(
+            "adjust='bootstrap' moves draws on the parameters' own scale, but this "
+            f"program's {size} parameter values have {program.dim} unconstrained "
+            "coordinates (constrained shapes such as simplexes); use adjust='none'")
+
+
+def warn_short_means(ess: np.ndarray) -> None:
+    """Warn when the resamples' means behind ``adjust="bootstrap"``'s shape carry much
+    Monte Carlo error: each adds about ``1 / ess_b`` of a posterior's covariance to
+    their scatter, which near GPC's rate is the shape's own size; warned above
+    :data:`SHAPE_NOISE` on average (``ess``, shape ``(B,)``)."""
+    noise = float(np.mean(1.0 / ess))
+    if noise > SHAPE_NOISE:
+        warnings.warn(
+            f"adjust='bootstrap': the resamples' posterior means were read from few effective "
+            f"draws ({np.sum(ess < LOW_ESS)} of {len(ess)} from fewer than {LOW_ESS}), so "
+            f"about {100 * noise:.0f}% of the shape is Monte Carlo noise; adjust='sandwich' "
+            "reads it from H and J", RuntimeWarning, stacklevel=3)
 
 
 def program_shape(plugin: xr.Dataset) -> np.ndarray:
@@ -210,15 +244,18 @@ def calibrate_path(
         The path's sampler (:class:`~stanflow.gibbs.path.sampler.PathSampler`;
         :class:`~stanflow.gibbs.path.sweep.LearningRatePath`, ``q = 1``); default
         :data:`CALIBRATION_SAMPLER`, ``PathSampler(n_particles=4000, n_moves=3)``.
-    adjust : {"none", "sandwich"}, default "none"
-        ``"sandwich"``: the shape fix (:mod:`stanflow.gibbs.shape`). Every
-        posterior is moved to the shape of the plug-in's sandwich ``H^-1 J
-        H^-1`` (``H`` and ``J`` at the estimate, as
-        :func:`~stanflow.gibbs.calibrate_plugin` finds them) before GPC counts
-        its regions and before the rules' intervals are read, so that each
-        coefficient's interval, not only the joint region, covers at its
-        level. The identity for one parameter; needs ``H`` and ``J`` on the
-        parameters' own scale.
+    adjust : {"none", "sandwich", "bootstrap"}, default "none"
+        The shape fix (:mod:`stanflow.gibbs.shape`): every posterior is moved
+        to the sandwich's shape before GPC counts its regions and before the
+        rules' intervals are read, so that each coefficient's interval, not
+        only the joint region, covers at its level. ``"sandwich"``: the shape
+        ``H^-1 J H^-1`` of the plug-in's ``H`` and ``J`` at the estimate (as
+        :func:`~stanflow.gibbs.calibrate_plugin` finds them; on the
+        parameters' own scale). ``"bootstrap"``: the covariance of the ``B``
+        resamples' posterior means at the plug-in's ``omega``, read from the
+        path as GPC reads them (:func:`~stanflow.gibbs.path.coverage.bootstrap_shape`;
+        no kernel estimate of ``H``, ``B`` above the parameters' number).
+        The identity for one parameter.
 
     Returns
     -------
@@ -226,10 +263,10 @@ def calibrate_path(
         ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
         ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
         rules are ``gpc_path``, then ``rules``, then ``marks``; with
-        ``adjust="sandwich"`` also ``shape``, dims ``param``, ``param2``),
+        ``adjust`` other than ``"none"`` also ``shape``, dims ``param``, ``param2``),
         ``path``, ``path_functionals`` and the program's data groups.
     """
-    check_rules(rules, adjust)
+    check_rules(rules, adjust, B, program)
     if omega_max is not None:
         omega_max = check_omega_max(omega_max)
     workers = as_workers(workers)  # before the long work
@@ -243,7 +280,16 @@ def calibrate_path(
     # H and J once, for the shape fix and both rules (Holmes-Walker reads the plug-in's).
     plugin = None if adjust == "none" and not rules else arviz_compat.group(
         calibrate_plugin(program, estimate=found.theta), "calibration")
-    shape = None if plugin is None or adjust == "none" else program_shape(plugin)
+    shape = None
+    if adjust == "sandwich":
+        assert plugin is not None  # computed whenever adjust is asked for
+        shape = program_shape(plugin)
+    elif adjust == "bootstrap" and len(found.theta) > 1:
+        assert plugin is not None
+        indices = bootstrap_indices(program.n, B, np.random.SeedSequence(seed))
+        probe = PathCoverage(BootstrapProblem(path, indices, found.theta, alpha), proposal_scale)
+        shape, ess = probe.bootstrap_shape(float(plugin["omega"]))
+        warn_short_means(ess)
     group = path_gpc(
         path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
         proposal_scale=proposal_scale, xtol=xtol, shape=shape, resamples=resamples,

@@ -158,6 +158,53 @@ def region_statistic(
     return statistic, ess
 
 
+def bootstrap_shape(
+    draws: np.ndarray, resample_loss: np.ndarray, log_base: np.ndarray, omega: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bootstrap's shape: the covariance of the resamples' posterior means at ``omega``.
+
+    The estimate varies as ``H^-1 J H^-1 / n`` and each resample's posterior
+    mean about the full data's as the estimate about the truth, to first
+    order: their covariance estimates the sandwich's shape without ``H`` (no
+    kernel, no bandwidth, whatever the loss's smoothness). Each mean is read
+    by weights ``exp(-omega resample_loss_b + log_base)``, as
+    :func:`region_statistic` reads the regions.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (S, K)
+    resample_loss : ndarray, shape (B, S)
+    log_base : ndarray, shape (S,)
+    omega : float
+
+    Returns
+    -------
+    shape : ndarray, shape (K, K)
+        Positive definite.
+    ess : ndarray, shape (B,)
+        The effective draws each mean was read from.
+
+    Raises
+    ------
+    ValueError
+        With ``B <= K`` resamples (their covariance is singular), or when the
+        means' covariance is not positive definite.
+    """
+    B, K = len(resample_loss), draws.shape[1]
+    if B <= K:
+        raise ValueError(f"adjust='bootstrap' reads a {K} x {K} shape from the B resamples' "
+                         f"posterior means: B must exceed {K}, got {B}")
+    log_w = -omega * (resample_loss - resample_loss.min(axis=1, keepdims=True)) + log_base
+    w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
+    w /= w.sum(axis=1, keepdims=True)
+    means = w @ draws
+    shape = np.atleast_2d(np.cov(means, rowvar=False))
+    if not np.all(np.isfinite(shape)) or np.linalg.eigvalsh(shape)[0] <= 0:
+        raise ValueError("adjust='bootstrap': the resamples' posterior means do not vary "
+                         "in every direction; use adjust='sandwich'")
+    return shape, 1.0 / np.sum(w**2, axis=1)
+
+
 def inside_and_flip(
     statistic: np.ndarray, ess: np.ndarray, alpha: float, scalar: bool, centre: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -286,22 +333,10 @@ class PathCoverage:
         key = (float(omega), len(self.path.levels))
         if self._last is not None and self._last[0] == key:
             return self._last[1]
-        reference = self.proposal_scale * omega
-        if self.path.end is None or reference > self.path.end:
-            self.path.extend(reference)
-        assert self.path.end is not None  # extend set it
-        k = proposal_step(self.path.omegas, omega, reference)
-        level = self.path.levels[k]
-        g = log_level_density(level.loss, level.omega, self.path.end, self.path.q)
+        k, theta, resample_loss, log_base = self._reweighted(omega)
         with BLAS.limit(limits=1, user_api="blas"):
-            if k not in self._resample_losses:
-                pointwise = self.path.target.pointwise_loss(level.z)
-                self._resample_losses[k] = self.counts @ pointwise.T
-                self._theta[k] = self.path.target.theta(level.z)
             statistic, ess = region_statistic(
-                self._theta[k], self._resample_losses[k], -g, omega, self.estimate,
-                self.shape,
-            )
+                theta, resample_loss, log_base, omega, self.estimate, self.shape)
         scalar = len(self.path.target.names) == 1
         inside, flip = inside_and_flip(statistic, ess, self.alpha, scalar)
         found = Evaluation(
@@ -315,6 +350,29 @@ class PathCoverage:
         )
         self._last = ((float(omega), len(self.path.levels)), found)
         return found
+
+
+    def bootstrap_shape(self, omega: float) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`bootstrap_shape` read from the particles ``omega`` would be read from."""
+        _, theta, resample_loss, log_base = self._reweighted(omega)
+        return bootstrap_shape(theta, resample_loss, log_base, omega)
+
+    def _reweighted(self, omega: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+        """The schedule point read at ``omega`` (extending the path to it), its
+        particles' parameters, each resample's losses there and ``log_base``."""
+        reference = self.proposal_scale * omega
+        if self.path.end is None or reference > self.path.end:
+            self.path.extend(reference)
+        assert self.path.end is not None  # extend set it
+        k = proposal_step(self.path.omegas, omega, reference)
+        level = self.path.levels[k]
+        if k not in self._resample_losses:
+            with BLAS.limit(limits=1, user_api="blas"):
+                pointwise = self.path.target.pointwise_loss(level.z)
+                self._resample_losses[k] = self.counts @ pointwise.T
+            self._theta[k] = self.path.target.theta(level.z)
+        g = log_level_density(level.loss, level.omega, self.path.end, self.path.q)
+        return k, self._theta[k], self._resample_losses[k], -g
 
 
 def proposal_step(omegas: np.ndarray, omega: float, reference: float) -> int:
