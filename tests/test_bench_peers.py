@@ -49,7 +49,9 @@ QUOTED = {
             "homoscedastic_tau0.5", "homoscedastic_tau0.9",
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
         ) for key in ("truth_slope", "goal_coverage_met", "goal_coverage_met_adjusted",
-                      "goal_coverage_met_importance", "goal_coverage_met_importance_adjusted",
+                      "goal_coverage_met_bootstrap", "goal_coverage_met_importance",
+                      "goal_coverage_met_importance_adjusted",
+                      "goal_coverage_met_importance_bootstrap",
                       "goal_time_met", "goal_time_met_importance",
                       "max_importance_low_ess_share")),
         *(["cells", cell, "methods", method, key] for cell in (
@@ -57,9 +59,12 @@ QUOTED = {
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
         ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_gpc", "stanflow_plugin",
                          "stanflow_gpc_adjusted", "stanflow_plugin_adjusted",
+                         "stanflow_gpc_bootstrap", "stanflow_plugin_bootstrap",
                          "stanflow_importance_gpc", "stanflow_importance_plugin",
                          "stanflow_importance_gpc_adjusted",
-                         "stanflow_importance_plugin_adjusted")
+                         "stanflow_importance_plugin_adjusted",
+                         "stanflow_importance_gpc_bootstrap",
+                         "stanflow_importance_plugin_bootstrap")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
     ],
     "quantreg_intervals_importance": [
@@ -69,14 +74,17 @@ QUOTED = {
             "homoscedastic_tau0.5", "homoscedastic_tau0.9",
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
         ) for key in ("truth_slope", "goal_coverage_met_importance",
-                      "goal_coverage_met_importance_adjusted", "goal_time_met_importance",
+                      "goal_coverage_met_importance_adjusted",
+                      "goal_coverage_met_importance_bootstrap", "goal_time_met_importance",
                       "max_importance_low_ess_share")),
         *(["cells", cell, "methods", method, key] for cell in (
             "homoscedastic_tau0.5", "homoscedastic_tau0.9",
             "heteroscedastic_tau0.5", "heteroscedastic_tau0.9",
         ) for method in ("quantreg_nid", "quantreg_boot", "stanflow_importance_gpc",
                          "stanflow_importance_plugin", "stanflow_importance_gpc_adjusted",
-                         "stanflow_importance_plugin_adjusted")
+                         "stanflow_importance_plugin_adjusted",
+                         "stanflow_importance_gpc_bootstrap",
+                         "stanflow_importance_plugin_bootstrap")
           for key in ("coverage", "se", "median_width", "seconds_per_fit")),
     ],
     "bridgesampling_log_z": [
@@ -255,12 +263,16 @@ QUANTREG_METHODS = {
     'quantreg `rq` + `se = "boot"` (R = 200)': "quantreg_boot",
     "stanflow, GPC on the path": "stanflow_gpc",
     "stanflow, plug-in": "stanflow_plugin",
-    "stanflow, GPC + shape fix": "stanflow_gpc_adjusted",
-    "stanflow, plug-in + shape fix": "stanflow_plugin_adjusted",
+    "stanflow, GPC + sandwich shape": "stanflow_gpc_adjusted",
+    "stanflow, plug-in + sandwich shape": "stanflow_plugin_adjusted",
+    "stanflow, GPC + bootstrap shape": "stanflow_gpc_bootstrap",
+    "stanflow, plug-in + bootstrap shape": "stanflow_plugin_bootstrap",
     "stanflow, GPC by importance": "stanflow_importance_gpc",
     "stanflow, plug-in by importance": "stanflow_importance_plugin",
-    "stanflow, GPC by importance + shape fix": "stanflow_importance_gpc_adjusted",
-    "stanflow, plug-in by importance + shape fix": "stanflow_importance_plugin_adjusted",
+    "stanflow, GPC by importance + sandwich shape": "stanflow_importance_gpc_adjusted",
+    "stanflow, plug-in by importance + sandwich shape": "stanflow_importance_plugin_adjusted",
+    "stanflow, GPC by importance + bootstrap shape": "stanflow_importance_gpc_bootstrap",
+    "stanflow, plug-in by importance + bootstrap shape": "stanflow_importance_plugin_bootstrap",
 }
 
 

@@ -30,8 +30,9 @@ Everything here takes one object, a loss program bound to its data:
   plug-in and Holmes-Walker from one importance sample of a Student-t fitted
   to the sandwich, for a few parameters in milliseconds;
 - the shape fix (:mod:`~stanflow.gibbs.shape`): draws moved to the sandwich's
-  shape (:func:`adjust_draws`, :func:`sandwich_shape`; ``calibrate_path(...,
-  adjust="sandwich")``);
+  shape, from ``H`` and ``J`` or from the bootstrap's resamples
+  (:func:`adjust_draws`, :func:`sandwich_shape`, :func:`bootstrap_shape`;
+  ``calibrate_path(..., adjust="sandwich")`` or ``adjust="bootstrap"``);
 - exact posteriors of a scalar parameter on a grid (:mod:`~stanflow.gibbs.grid`).
 
 See ``docs/gibbs.md`` and ``docs/your-own-model.md``.
@@ -42,6 +43,7 @@ from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
 from stanflow.gibbs.importance import calibrate_importance
 from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.path import LearningRatePath, PathSampler, calibrate_path, gibbs_path
+from stanflow.gibbs.path.coverage import bootstrap_shape
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.program import LossProgram
@@ -62,6 +64,7 @@ __all__ = [
     "StanBackend",
     "TemplateProgram",
     "adjust_draws",
+    "bootstrap_shape",
     "calibrate_gpc",
     "calibrate_holmes_walker",
     "calibrate_importance",

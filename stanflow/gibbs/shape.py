@@ -31,6 +31,11 @@ coefficient's interval then covers at its level too. This is the curvature
 Cooley and Davison 2012; Shaby 2014's open-faced sandwich) with the magnitude
 left to the learning rate.
 
+The shape need not come from ``H`` and ``J``: ``adjust="bootstrap"`` takes it
+from the covariance of GPC's resamples' posterior means
+(:func:`stanflow.gibbs.path.coverage.bootstrap_shape`), which estimates the
+sandwich without a kernel estimate of ``H`` for non-smooth losses.
+
 The map is taken on the parameters' own scale, so ``H`` and ``J`` must be on
 it (:class:`~stanflow.gibbs.sandwich.Sandwich` with ``scale="constrained"``).
 An affine map does not know a parameter's bounds: a draw near a bound may be

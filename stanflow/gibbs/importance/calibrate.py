@@ -195,6 +195,7 @@ def calibrate_importance(
     proposal_omegas: list[float] = []
     rounds = 0
     scatter = None
+    means_ess = None  # adjust="bootstrap": the effective draws behind each resample's mean
     while True:
         rounds += 1
         sample = problem.sample(rng, omega_ref, draws, widen, scatter)
@@ -213,7 +214,7 @@ def calibrate_importance(
             break
         omega_ref = root
         scatter = _measured_scatter(sample, root, problem.centre)
-    if adjust == "bootstrap" and len(found.theta) > 1:
+    if means_ess is not None:
         warn_short_means(means_ess)
     at_root = error.at_root
     if at_root.low_ess > AUTO_LOW_ESS_SHARE * B:
