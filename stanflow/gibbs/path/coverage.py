@@ -17,7 +17,7 @@ from scipy.special import ndtr
 from scipy.stats import chi2
 from threadpoolctl import ThreadpoolController
 
-from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.gpc.reweighting import kish_ess, normalise, resample_counts
 from stanflow.gibbs.path.read import log_level_density
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.shape import check_shape, volume_scale
@@ -194,15 +194,13 @@ def bootstrap_shape(
     if B <= K:
         raise ValueError(f"adjust='bootstrap' reads a {K} x {K} shape from the B resamples' "
                          f"posterior means: B must exceed {K}, got {B}")
-    log_w = -omega * (resample_loss - resample_loss.min(axis=1, keepdims=True)) + log_base
-    w = np.exp(log_w - log_w.max(axis=1, keepdims=True))
-    w /= w.sum(axis=1, keepdims=True)
+    w = normalise(-omega * (resample_loss - resample_loss.min(axis=1, keepdims=True)) + log_base)
     means = w @ draws
     shape = np.atleast_2d(np.cov(means, rowvar=False))
     if not np.all(np.isfinite(shape)) or np.linalg.eigvalsh(shape)[0] <= 0:
         raise ValueError("adjust='bootstrap': the resamples' posterior means do not vary "
                          "in every direction; use adjust='sandwich'")
-    return shape, 1.0 / np.sum(w**2, axis=1)
+    return shape, kish_ess(w)
 
 
 def inside_and_flip(
