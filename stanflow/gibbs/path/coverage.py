@@ -349,7 +349,6 @@ class PathCoverage:
         self._last = ((float(omega), len(self.path.levels)), found)
         return found
 
-
     def bootstrap_shape(self, omega: float) -> tuple[np.ndarray, np.ndarray]:
         """:func:`bootstrap_shape` read from the particles ``omega`` would be read from."""
         _, theta, resample_loss, log_base = self._reweighted(omega)
