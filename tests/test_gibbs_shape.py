@@ -10,12 +10,14 @@ Gibbs posterior whose adjusted intervals have the sandwich's width ratio.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from stanflow import arviz_compat
 from stanflow.gibbs import (
+    LossProgram,
     calibrate_importance,
     calibrate_path,
     calibrate_plugin,
@@ -32,6 +34,8 @@ from stanflow.gibbs.shape import (
     transport_map,
     volume_scale,
 )
+
+STAN = Path(__file__).parent / "stan"
 
 
 def random_spd(rng, K):
@@ -262,6 +266,17 @@ def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
         for rule in (gpc, "plugin"):
             ratio = float(width.sel(rule=rule).isel(param=1) / width.sel(rule=rule).isel(param=0))
             assert ratio == pytest.approx(np.sqrt(shape[1, 1] / shape[0, 0]), rel=0.08), rule
+
+
+@pytest.mark.e2e
+def test_a_simplex_is_refused_by_the_bootstrap_shape_before_any_work(cmdstan):
+    """An affine map of a simplex's three values leaves the simplex: refused, naming why."""
+    y = np.random.default_rng(2).integers(1, 4, size=40)
+    program = LossProgram(STAN / "categorical_simplex.stan", {"N": len(y), "y": y})
+    assert (len(program.names), program.dim) == (3, 2)
+    for calibrate in (calibrate_path, calibrate_importance):
+        with pytest.raises(ValueError, match="3 parameter values have 2 unconstrained"):
+            calibrate(program, adjust="bootstrap")
 
 
 def test_bootstrap_adjustment_needs_more_resamples_than_parameters():
