@@ -272,7 +272,7 @@ def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
 def test_a_simplex_is_refused_by_the_bootstrap_shape_before_any_work(cmdstan):
     """An affine map of a simplex's three values leaves the simplex: refused, naming why."""
     y = np.random.default_rng(2).integers(1, 4, size=40)
-    program = LossProgram(STAN / "categorical_simplex.stan", {"N": len(y), "y": y})
+    program = LossProgram(STAN / "categorical_simplex.stan", {"C": 3, "N": len(y), "y": y})
     assert (len(program.names), program.dim) == (3, 2)
     for calibrate in (calibrate_path, calibrate_importance):
         with pytest.raises(ValueError, match="3 parameter values have 2 unconstrained"):

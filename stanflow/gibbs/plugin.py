@@ -266,8 +266,10 @@ def calibrate_plugin(
     -------
     Results
         Group ``calibration`` with ``omega``, ``estimate`` (dim ``param``),
-        ``sensitivity`` and ``variability`` (dims ``param``, ``param2``) and
-        ``bandwidth`` (the kernel's, or the steps by unconstrained coordinate);
+        ``sensitivity`` and ``variability`` (dims ``param``, ``param2``; dims
+        ``coord``, ``coord2`` labelled ``u[k]`` when they are on Stan's
+        unconstrained scale, see ``scale``) and ``bandwidth`` (the kernel's, or the
+        steps by unconstrained coordinate);
         attributes: method, formula, the program and (templates) its loss, how
         the curvature was found, and the scale.
     """
@@ -278,17 +280,21 @@ def calibrate_plugin(
 
 def plugin_group(program: LossProgram, estimate: Estimate, s: Sandwich) -> xr.Dataset:
     """The plug-in's ``calibration`` Dataset from an estimate and its sandwich."""
-    names = program.names if s.scale == "constrained" else [
-        f"u[{k + 1}]" for k in range(program.dim)]
+    names = list(program.names)
+    if s.scale == "constrained":
+        dims, coords = ("param", "param2"), {"param2": names}
+    else:  # fewer (or more) unconstrained coordinates than values: H and J on their own
+        coordinates = [f"u[{k + 1}]" for k in range(program.dim)]
+        dims, coords = ("coord", "coord2"), {"coord": coordinates, "coord2": coordinates}
     return xr.Dataset(
         {
             "omega": ((), float(omega_from_matrices(s.H, s.J))),
             "estimate": (("param",), estimate.theta),
-            "sensitivity": (("param", "param2"), s.H),
-            "variability": (("param", "param2"), s.J),
+            "sensitivity": (dims, s.H),
+            "variability": (dims, s.J),
             "bandwidth": (("bandwidth_dim",), np.atleast_1d(s.steps)),
         },
-        coords={"param": names, "param2": names},
+        coords={"param": names, **coords},
         attrs={
             "method": "plugin",
             "formula": "tr(H J^-1 H) / tr(H)",

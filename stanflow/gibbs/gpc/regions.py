@@ -5,14 +5,22 @@ holds the full-data estimate. For a scalar parameter the region is the
 equal-tailed interval; for a vector, the ellipsoid ``{theta: (theta - m)' S^-1
 (theta - m) <= q}`` of the draws' mean ``m`` and covariance ``S``, with ``q`` the
 ``1 - alpha`` quantile of the draws' own Mahalanobis distances (an elliptical
-stand-in for the highest-density region). The weighted counterparts, for
-draws shared by many posteriors through importance weights, are in
-:mod:`stanflow.gibbs.gpc.reweighting`.
+stand-in for the highest-density region). Values confined to a subspace (a
+simplex's, which sum to one) have a singular covariance; their ellipsoids are
+taken in coordinates of the draws' span (:func:`span_coordinates`). The
+weighted counterparts, for draws shared by many posteriors through importance
+weights, are in :mod:`stanflow.gibbs.gpc.reweighting`.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+SPAN_TOLERANCE = 1e-10
+"""A direction of the draws' scatter whose variance is below this share of the
+largest is rounding, not spread. At full precision a simplex's sum varies by
+about 1e-32 of its values' variance; draws read from CSV files must be written
+at full precision too (CmdStan's ``sig_figs=18``), as stanflow's are."""
 
 
 def draws_coverage(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> float:
@@ -57,6 +65,7 @@ def draws_inside(draws: np.ndarray, estimate: np.ndarray, alpha: float) -> np.nd
         raise ValueError(
             f"estimate must have shape {draws.shape[2:]}, got {estimate.shape}"
         )
+    draws, estimate = span_coordinates(draws, estimate)
     mean = draws.mean(axis=1, keepdims=True)
     centred = draws - mean
     cov = np.einsum("bsk,bsl->bkl", centred, centred) / (draws.shape[1] - 1)
@@ -72,3 +81,48 @@ def check_alpha(alpha: float) -> None:
     """``alpha`` must be a number in (0, 1)."""
     if isinstance(alpha, bool) or not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
         raise ValueError(f"alpha must be in (0, 1), got {alpha!r}")
+
+
+def span_coordinates(draws: np.ndarray, estimate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Draws and estimate in coordinates of the affine span of the draws.
+
+    A simplex's values sum to one, so their covariance is singular and no
+    Mahalanobis distance exists in them; in any coordinates of the plane the
+    draws span it does, and it is the same in all of them. The estimate's
+    component off that plane is dropped. When the draws span all ``K``
+    dimensions the inputs are returned as they are.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (..., K)
+    estimate : ndarray, shape (K,)
+
+    Returns
+    -------
+    draws : ndarray, shape (..., R)
+    estimate : ndarray, shape (R,)
+        ``R <= K`` the dimension of the span (:func:`span_basis`).
+    """
+    basis = span_basis(draws)
+    return (draws, estimate) if basis is None else (draws @ basis, estimate @ basis)
+
+
+def span_basis(draws: np.ndarray) -> np.ndarray | None:
+    """An orthonormal basis of the directions the draws vary in, or None if all do.
+
+    Directions whose variance is below :data:`SPAN_TOLERANCE` of the largest
+    are rounding, not spread.
+
+    Parameters
+    ----------
+    draws : ndarray, shape (..., K)
+
+    Returns
+    -------
+    ndarray, shape (K, R), or None
+    """
+    flat = draws.reshape(-1, draws.shape[-1])
+    centred = flat - flat.mean(axis=0)
+    variances, directions = np.linalg.eigh(centred.T @ centred)
+    kept = variances > SPAN_TOLERANCE * variances[-1]
+    return None if kept.all() else directions[:, kept]

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stanflow.gibbs.gpc.regions import span_coordinates
+
 
 def resample_counts(indices: np.ndarray, n: int) -> np.ndarray:
     """Counts of each observation in each bootstrap resample.
@@ -133,7 +135,8 @@ def ellipsoid_coverage(
     whose radius is the weighted ``1 - alpha`` quantile of the draws' own
     distances ``(theta_s - m_b)' C_b^-1 (theta_s - m_b)``; it holds ``estimate``
     when the weight of draws strictly closer than ``estimate`` is at most
-    ``1 - alpha``.
+    ``1 - alpha``. Draws confined to a subspace (a simplex's values) are taken
+    in coordinates of their span (:func:`~stanflow.gibbs.gpc.regions.span_coordinates`).
 
     Parameters
     ----------
@@ -146,8 +149,8 @@ def ellipsoid_coverage(
     -------
     ndarray of bool, shape (B,)
     """
-    draws = np.asarray(draws, dtype=float)
-    estimate = np.asarray(estimate, dtype=float)
+    draws, estimate = span_coordinates(np.asarray(draws, dtype=float),
+                                       np.asarray(estimate, dtype=float))
     S, K = draws.shape
     # Quadratic forms as matrix products over the flattened outer products, so
     # that no (B, S, K) array is formed.

@@ -166,7 +166,8 @@ class StanGibbs:
         self, counts: np.ndarray, omega: float, name: str
     ) -> tuple[np.ndarray, float]:
         """Draws of each resample's posterior, shape ``(R, S[, P])``, and the runs' sampling time."""
-        args = {"num_samples": self.backend.draws, "num_warmup": self.backend.warmup}
+        args = {"num_samples": self.backend.draws, "num_warmup": self.backend.warmup,
+                "sig_figs": 18}  # full precision: a simplex's values sum to one
         specs = [RunSpec(data=self.program.stan_data(omega, row), inits=self.init, args=args)
                  for row in counts]
         draws, seconds = self.run(specs, name, self.seed)

@@ -17,11 +17,15 @@ from scipy.special import ndtr
 from scipy.stats import chi2
 from threadpoolctl import ThreadpoolController
 
+from stanflow.gibbs.gpc.regions import span_basis, span_coordinates
 from stanflow.gibbs.gpc.reweighting import kish_ess, normalise, resample_counts
 from stanflow.gibbs.path.read import log_level_density
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.shape import check_shape, volume_scale
 
+PLANE_SHAPE = ("shape: the draws span fewer dimensions than their values (a simplex's); "
+               "no shape moves them")
+"""The error when a shape is asked of draws confined to a plane."""
 BLAS = ThreadpoolController()
 """Limits BLAS threads around the per-resample products."""
 
@@ -108,14 +112,20 @@ def region_statistic(
         ``(sum w)^2 / sum w^2`` per resample.
     """
     B, S = resample_loss.shape
+    interval = draws.shape[1] == 1
+    if not interval:
+        spanned, estimate = span_coordinates(draws, estimate)
+        if shape is not None and spanned.shape[1] < draws.shape[1]:
+            raise ValueError(PLANE_SHAPE)
+        draws = spanned
     K = draws.shape[1]
     centred = draws - estimate
-    if K == 1:
+    if interval:
         features = (centred <= 0).astype(np.float32)
     else:
         outer = (centred[:, :, None] * centred[:, None, :]).reshape(S, K * K)
         features = np.concatenate([centred, outer], axis=1).astype(np.float32)
-    if shape is not None and K > 1:
+    if shape is not None and not interval:
         shape = check_shape(shape, K)
         shape_inverse = np.linalg.inv(shape)
     else:
@@ -136,7 +146,7 @@ def region_statistic(
         total = w.sum(axis=1, dtype=np.float64)
         ess[block] = total**2 / np.einsum("bs,bs->b", w, w, dtype=np.float64)
         moments = (w @ features).astype(np.float64) / total[:, None]
-        if K == 1:
+        if interval:
             statistic[block] = moments[:, 0]
             continue
         mean = moments[:, :K]
@@ -437,6 +447,12 @@ def region_statistic_per_resample(
     K = theta.shape[2]
     if K == 1:
         return np.einsum("bs,bs->b", w, theta[:, :, 0] <= estimate[0])
+    basis = span_basis(theta)
+    if basis is not None:  # values confined to a plane (a simplex's): its coordinates
+        if shape is not None:
+            raise ValueError(PLANE_SHAPE)
+        theta, estimate = theta @ basis, estimate @ basis
+        posterior_shape = basis.T @ posterior_shape @ basis
     metric = np.linalg.inv(posterior_shape)
     estimate_metric = metric if shape is None else (
         np.linalg.inv(shape) / volume_scale(posterior_shape, shape))

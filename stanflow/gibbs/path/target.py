@@ -174,6 +174,7 @@ class PathTarget:
             iter_sampling=PRIOR_THIN * math.ceil(n / PRIOR_CHAINS), thin=PRIOR_THIN,
             iter_warmup=PRIOR_WARMUP,
             seed=int(rng.integers(2**31 - 1)), show_progress=False,
+            sig_figs=18,  # full precision: a simplex read back must sum to one
         )
         draws = fit.draws(concat_chains=False)  # (draws, chains, columns)
         columns = [fit.column_names.index(name) for name in self.names]
