@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.special import gammaln
 
 from stanflow import arviz_compat
 from stanflow.gibbs import (
@@ -28,6 +29,7 @@ from stanflow.gibbs import (
     calibrate_importance,
     calibrate_path,
     calibrate_plugin,
+    gibbs_path,
 )
 from stanflow.gibbs.gpc import bootstrap_indices, draws_inside
 from stanflow.gibbs.gpc.regions import span_coordinates
@@ -84,6 +86,26 @@ def test_each_region_of_a_simplex_is_its_first_values_region():
     per_resample = p.reshape(20, 100, 3)
     np.testing.assert_array_equal(draws_inside(per_resample, estimate, 0.05),
                                   draws_inside(per_resample[:, :, :2], estimate[:2], 0.05))
+
+
+@pytest.mark.e2e
+def test_the_path_of_a_simplex_gives_the_dirichlets_log_z_and_means(cmdstan):
+    """Under the flat Dirichlet prior the Gibbs posterior at omega is Dirichlet(1 + omega n_c):
+    ``Z(omega) = Gamma(C) prod_c Gamma(1 + omega n_c) / Gamma(C + omega N)``."""
+    y = np.random.default_rng(4).choice([1, 2, 3], size=50, p=[0.2, 0.3, 0.5])
+    counts = np.bincount(y, minlength=4)[1:]
+    result = gibbs_path(categorical(3, y), omega_max=2.0, seed=7)
+    path = arviz_compat.group(result, "path")
+    levels = zip(path["omega"].values, path["log_z"].values, path["log_z_se"].values, strict=True)
+    for omega, log_z, se in levels:
+        exact = gammaln(3) + np.sum(gammaln(1 + omega * counts)) - gammaln(3 + omega * len(y))
+        assert abs(log_z - exact) <= 4 * se + 0.02, omega
+    table = arviz_compat.group(result, "path_functionals")
+    for omega in (0.5, 1.0, 2.0):
+        row = table.sel(omega=omega, method="nearest")
+        alpha = 1 + float(row["omega"]) * counts
+        np.testing.assert_allclose(row["mean"].values, alpha / alpha.sum(),
+                                   atol=4 * float(row["mean_se"].max()) + 1e-3)
 
 
 @pytest.mark.e2e
