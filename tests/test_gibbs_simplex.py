@@ -34,7 +34,7 @@ from stanflow.gibbs import (
 from stanflow.gibbs.gpc import bootstrap_indices, draws_inside
 from stanflow.gibbs.gpc.regions import span_coordinates
 from stanflow.gibbs.gpc.reweighting import ellipsoid_coverage, resample_counts
-from stanflow.gibbs.path.coverage import region_statistic
+from stanflow.gibbs.path.coverage import region_statistic, region_statistic_per_resample
 
 STAN = Path(__file__).parent / "stan"
 B, TARGET = 200, 190  # GPC's defaults: (1 - alpha) B resamples must cover
@@ -86,6 +86,13 @@ def test_each_region_of_a_simplex_is_its_first_values_region():
     per_resample = p.reshape(20, 100, 3)
     np.testing.assert_array_equal(draws_inside(per_resample, estimate, 0.05),
                                   draws_inside(per_resample[:, :, :2], estimate[:2], 0.05))
+    # Particles moved to each resample, measured in the full posterior's covariance.
+    log_w = log_w[:20, :100]
+    both = [region_statistic_per_resample(draws, log_w, point,
+                                          np.cov(draws.reshape(-1, k), rowvar=False))
+            for draws, point, k in ((per_resample, estimate, 3),
+                                    (per_resample[:, :, :2], estimate[:2], 2))]
+    np.testing.assert_allclose(both[0], both[1], rtol=1e-10)
 
 
 @pytest.mark.e2e

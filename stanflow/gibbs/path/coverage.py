@@ -82,6 +82,8 @@ def region_statistic(
     ``(B, S)`` work runs on blocks of :data:`ROWS` resamples in float32 (the
     losses centred per row and the draws at the estimate first, so that
     rounding is relative to their spread, not their size; sums in float64).
+    Draws confined to a plane (a simplex's values) are taken in its
+    coordinates (:func:`~stanflow.gibbs.gpc.regions.span_coordinates`).
 
     Parameters
     ----------
