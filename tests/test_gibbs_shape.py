@@ -22,6 +22,7 @@ from stanflow.gibbs import (
     calibrate_path,
     calibrate_plugin,
     linear_program,
+    posterior,
 )
 from stanflow.gibbs.gpc import bootstrap_indices
 from stanflow.gibbs.path.calibration import rule_posteriors, warn_short_means
@@ -266,6 +267,21 @@ def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
         for rule in (gpc, "plugin"):
             ratio = float(width.sel(rule=rule).isel(param=1) / width.sel(rule=rule).isel(param=0))
             assert ratio == pytest.approx(np.sqrt(shape[1, 1] / shape[0, 0]), rel=0.08), rule
+
+
+@pytest.mark.e2e
+def test_nuts_at_a_shape_fixed_rate_says_how_to_move_its_draws(cmdstan):
+    rng = np.random.default_rng(5)
+    X = np.column_stack([np.ones(60), rng.normal(size=60)])
+    program = linear_program(X @ [1.0, 2.0] + rng.normal(size=60), X, loss="squared",
+                             prior="normal", prior_params={"mean": 0, "sd": 10})
+    run = {"chains": 1, "iter_warmup": 100, "iter_sampling": 100, "seed": 1}
+    fixed = calibrate_importance(program, seed=1, rules=[], adjust="sandwich")
+    with pytest.warns(UserWarning, match=r"adjust='sandwich'.*adjust_draws"):
+        posterior(program, omega=fixed, **run)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        posterior(program, omega=calibrate_importance(program, seed=1, rules=[]), **run)
 
 
 @pytest.mark.e2e

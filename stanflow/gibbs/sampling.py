@@ -5,11 +5,15 @@ weight vector, :meth:`~stanflow.gibbs.program.LossProgram.model`) with
 ``omega`` and ``weights`` as data and returns the installed ArviZ's results. The
 learning rate is a number or a calibration: a result with a ``calibration``
 group (:func:`~stanflow.gibbs.calibrate_plugin`, ``calibrate_gpc``, ...), whose
-``omega`` is used and whose group is kept in the posterior's results.
+``omega`` is used and whose group is kept in the posterior's results. A
+calibration with the shape fix (``adjust=``) is for posteriors moved to its
+``shape``: a warning says how to move the NUTS draws
+(:func:`~stanflow.gibbs.shape.adjust_draws`).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,6 +83,14 @@ def posterior(
                 "float(result.calibration['omega'].sel(...))"
             )
         omega = float(value)
+        if "shape" in calibration:
+            warnings.warn(
+                f"omega: this calibration (adjust={calibration.attrs.get('adjust')!r}) is for "
+                "posteriors moved to its shape, and NUTS draws are not moved; move them with "
+                "stanflow.gibbs.adjust_draws(draws, result.calibration['shape'].values), or "
+                "read the calibrated intervals from its rule_interval",
+                UserWarning, stacklevel=2,
+            )
     data = program.stan_data(check_omega(omega), weights)
     fit = program.model().sample(data=data, **{"show_progress": False, **sample_kwargs})
     observed, constant, own_dims, own_coords = program.result_data(data)
