@@ -46,7 +46,8 @@ from stanflow.gibbs.path.coverage import (
     inside_and_flip,
     region_statistic_per_resample,
 )
-from stanflow.gibbs.path.gpc_root import ROUNDING_VARIANCE, search_root
+from stanflow.gibbs.path.gpc_root import search_root
+from stanflow.gibbs.path.root_search import ROUNDING_VARIANCE
 from stanflow.gibbs.path.transport import TransportCoverage
 
 SIZES = [(5, 500), (10, 500), (20, 500)]

@@ -53,7 +53,7 @@ from stanflow.gibbs.path import (
     reweight,
 )
 from stanflow.gibbs.path.coverage import Evaluation, region_statistic
-from stanflow.gibbs.path.gpc_root import chi2_root_guess, find_root, root_error
+from stanflow.gibbs.path.root_search import chi2_root_guess, find_root, root_error
 from stanflow.gibbs.plugin import location_estimate
 from stanflow.losses import Loss, get_loss, loss_function
 

@@ -19,9 +19,9 @@ Markov chain:
   + log prior(theta_s) - log q(theta_s)``, ``c_b`` its counts; GPC's regions
   and their Monte Carlo flip probabilities as on the path
   (:func:`~stanflow.gibbs.path.coverage.region_statistic`), the root by the
-  same bracketing (:func:`~stanflow.gibbs.path.gpc_root.find_root`, guided by
-  :func:`~stanflow.gibbs.path.gpc_root.chi2_root_guess`) and its standard
-  error (:func:`~stanflow.gibbs.path.gpc_root.root_error`);
+  same bracketing (:func:`~stanflow.gibbs.path.root_search.find_root`, guided by
+  :func:`~stanflow.gibbs.path.root_search.chi2_root_guess`) and its standard
+  error (:func:`~stanflow.gibbs.path.root_search.root_error`);
 - when the root lies more than a factor :data:`~stanflow.gibbs.importance.calibrate.REDRAW_FACTOR` from
   ``omega_ref``, or more than :data:`~stanflow.gibbs.path.gpc_root.AUTO_LOW_ESS_SHARE`
   of the resamples are read from fewer than

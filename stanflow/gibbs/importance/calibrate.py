@@ -31,8 +31,8 @@ from stanflow.gibbs.path.coverage import (
     inside_and_flip,
     region_statistic,
 )
-from stanflow.gibbs.path.gpc_root import (
-    AUTO_LOW_ESS_SHARE,
+from stanflow.gibbs.path.gpc_root import AUTO_LOW_ESS_SHARE
+from stanflow.gibbs.path.root_search import (
     chi2_root_guess,
     find_root,
     root_error,

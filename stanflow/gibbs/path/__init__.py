@@ -15,7 +15,8 @@
   the particles (:func:`reweight`, :func:`cdf`, :func:`weighted_quantile`) and
   its functionals against ``omega`` (:func:`functionals`);
 - :mod:`~stanflow.gibbs.path.gpc_root`: GPC by root finding on one path
-  (:func:`path_gpc`);
+  (:func:`path_gpc`), the search and its error in
+  :mod:`~stanflow.gibbs.path.root_search`;
 - :mod:`~stanflow.gibbs.path.calibration`: every calibration rule on one path
   (:func:`calibrate_path`, :func:`rules_on_path`);
 - :mod:`~stanflow.gibbs.path.figure`: the path drawn (:func:`plot_path`).
