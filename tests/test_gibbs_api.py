@@ -27,7 +27,7 @@ PUBLIC = {
     "safebayes": ["calibrate_safebayes", "calibrate_safebayes_conjugate"],
     "safebayes_averaging": ["calibrate_safebayes_averaged"],
     "path.calibration": ["calibrate_path"],
-    "path.coverage": ["bootstrap_shape"],
+    "path.resample_means": ["bootstrap_shape"],
     "path.sampler": ["PathSampler"],
     "path.sweep": ["LearningRatePath", "gibbs_path"],
     "priors": ["PRIORS", "Prior", "get_prior", "log_prior_on_grid"],

@@ -25,8 +25,9 @@ from stanflow.gibbs import (
     posterior,
 )
 from stanflow.gibbs.gpc import bootstrap_indices
-from stanflow.gibbs.path.calibration import rule_posteriors, warn_short_means
-from stanflow.gibbs.path.coverage import bootstrap_shape, region_statistic
+from stanflow.gibbs.path.calibration import rule_posteriors
+from stanflow.gibbs.path.coverage import region_statistic
+from stanflow.gibbs.path.resample_means import bootstrap_shape, warn_short_means
 from stanflow.gibbs.shape import (
     SingularDrawsError,
     adjust_draws,
@@ -243,7 +244,8 @@ def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
     """Least squares with noise growing in |z| and a wide prior: each resample's posterior
     mean is its least-squares fit, so adjust="bootstrap"'s shape is the covariance of the
     resamples' fits (in shape; the volume is the learning rate's), far from (X'X)^-1's;
-    by importance and on the path, each rule's intervals stand in its ratio."""
+    by importance and on the path (reweighted, and moved to each resample), each rule's
+    intervals stand in its ratio."""
     rng = np.random.default_rng(12)
     n, B, seed = 200, 100, 4
     z = rng.normal(size=n)
@@ -256,9 +258,12 @@ def test_the_bootstrap_shape_is_the_resample_estimates_covariance(cmdstan):
     exact = np.cov(fits, rowvar=False)
     bread = np.linalg.inv(X.T @ X)
     assert np.sqrt(exact[1, 1] / exact[0, 0]) / np.sqrt(bread[1, 1] / bread[0, 0]) > 1.5
-    for calibrate, gpc in ((calibrate_path, "gpc_path"), (calibrate_importance, "gpc")):
+    designs = ((calibrate_path, "gpc_path", {"resamples": "reweight"}),
+               (calibrate_path, "gpc_path", {"resamples": "transport"}),  # moved particles' means
+               (calibrate_importance, "gpc", {}))
+    for calibrate, gpc, design in designs:
         c = arviz_compat.group(calibrate(program, seed=seed, B=B, rules=["plugin"],
-                                         adjust="bootstrap"), "calibration")
+                                         adjust="bootstrap", **design), "calibration")
         assert c.attrs["adjust"] == "bootstrap"
         shape = c["shape"].values
         np.testing.assert_allclose(shape / np.sqrt(np.linalg.det(shape)),

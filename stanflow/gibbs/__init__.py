@@ -43,7 +43,7 @@ from stanflow.gibbs.gpc import GridBackend, StanBackend, calibrate_gpc
 from stanflow.gibbs.importance import calibrate_importance
 from stanflow.gibbs.information import calibrate_holmes_walker
 from stanflow.gibbs.path import LearningRatePath, PathSampler, calibrate_path, gibbs_path
-from stanflow.gibbs.path.coverage import bootstrap_shape
+from stanflow.gibbs.path.resample_means import bootstrap_shape
 from stanflow.gibbs.plugin import calibrate_plugin
 from stanflow.gibbs.priors import PRIORS, Prior, get_prior, log_prior_on_grid
 from stanflow.gibbs.program import LossProgram

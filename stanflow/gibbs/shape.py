@@ -33,7 +33,7 @@ left to the learning rate.
 
 The shape need not come from ``H`` and ``J``: ``adjust="bootstrap"`` takes it
 from the covariance of GPC's resamples' posterior means
-(:func:`stanflow.gibbs.path.coverage.bootstrap_shape`), which estimates the
+(:func:`stanflow.gibbs.path.resample_means.bootstrap_shape`), which estimates the
 sandwich without a kernel estimate of ``H`` for non-smooth losses.
 
 The map is taken on the parameters' own scale, so ``H`` and ``J`` must be on

@@ -22,16 +22,10 @@ from stanflow.gibbs.path.calibration import (
     check_rules,
     program_shape,
     rule_posteriors,
-    warn_short_means,
 )
-from stanflow.gibbs.path.coverage import (
-    LOW_ESS,
-    Evaluation,
-    bootstrap_shape,
-    inside_and_flip,
-    region_statistic,
-)
+from stanflow.gibbs.path.coverage import LOW_ESS, Evaluation, inside_and_flip, region_statistic
 from stanflow.gibbs.path.gpc_root import AUTO_LOW_ESS_SHARE
+from stanflow.gibbs.path.resample_means import bootstrap_shape, warn_short_means
 from stanflow.gibbs.path.root_search import (
     chi2_root_guess,
     find_root,
@@ -131,7 +125,7 @@ def calibrate_importance(
         sandwich's shape before GPC counts its regions and before the
         intervals are read; ``"sandwich"`` takes the shape from ``H`` and
         ``J``, ``"bootstrap"`` from the resamples' posterior means at the
-        proposal's ``omega`` (:func:`~stanflow.gibbs.path.coverage.bootstrap_shape`,
+        proposal's ``omega`` (:func:`~stanflow.gibbs.path.resample_means.bootstrap_shape`,
         read again from each proposal drawn).
     xtol : float, default 0.01
         Relative width of the root's final bracket (its Monte Carlo error,

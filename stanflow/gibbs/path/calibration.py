@@ -12,12 +12,11 @@
 - with ``adjust="sandwich"`` or ``"bootstrap"``, all of it for the posteriors
   moved to the sandwich's shape (:mod:`stanflow.gibbs.shape`), GPC's root
   included; ``"bootstrap"`` reads that shape from the resamples' posterior means
-  (:func:`stanflow.gibbs.path.coverage.bootstrap_shape`) instead of ``H`` and ``J``.
+  (:mod:`stanflow.gibbs.path.resample_means`) instead of ``H`` and ``J``.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
@@ -25,9 +24,7 @@ import xarray as xr
 
 from stanflow import arviz_compat
 from stanflow.arviz_compat import Results
-from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.information import omega_from_traces
-from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, PathCoverage
 from stanflow.gibbs.path.gpc_root import path_gpc
 from stanflow.gibbs.path.read import (
     default_omegas,
@@ -48,8 +45,6 @@ RULES = ("plugin", "holmes_walker")
 ADJUSTMENTS = ("none", "sandwich", "bootstrap")
 """``adjust``: the posteriors as they are, or moved to the sandwich's shape, taken
 from ``H`` and ``J`` or from the bootstrap's resamples."""
-SHAPE_NOISE = 0.05
-"""``adjust="bootstrap"`` warns when its resamples' means average ``1 / ESS`` above this."""
 
 
 def check_rules(rules: Sequence[str], adjust: str, B: int, program: LossProgram) -> None:
@@ -71,20 +66,6 @@ def check_rules(rules: Sequence[str], adjust: str, B: int, program: LossProgram)
             "adjust='bootstrap' moves draws on the parameters' own scale, but this "
             f"program's {size} parameter values have {program.dim} unconstrained "
             "coordinates (constrained shapes such as simplexes); use adjust='none'")
-
-
-def warn_short_means(ess: np.ndarray) -> None:
-    """Warn when the resamples' means behind ``adjust="bootstrap"``'s shape carry much
-    Monte Carlo error: each adds about ``1 / ess_b`` of a posterior's covariance to
-    their scatter, which near GPC's rate is the shape's own size; warned above
-    :data:`SHAPE_NOISE` on average (``ess``, shape ``(B,)``)."""
-    noise = float(np.mean(1.0 / ess))
-    if noise > SHAPE_NOISE:
-        warnings.warn(
-            f"adjust='bootstrap': the resamples' posterior means were read from few effective "
-            f"draws ({np.sum(ess < LOW_ESS)} of {len(ess)} from fewer than {LOW_ESS}), so "
-            f"about {100 * noise:.0f}% of the shape is Monte Carlo noise; adjust='sandwich' "
-            "reads it from H and J", RuntimeWarning, stacklevel=3)
 
 
 def program_shape(plugin: xr.Dataset) -> np.ndarray:
@@ -253,8 +234,10 @@ def calibrate_path(
         :func:`~stanflow.gibbs.calibrate_plugin` finds them; on the
         parameters' own scale). ``"bootstrap"``: the covariance of the ``B``
         resamples' posterior means at the plug-in's ``omega``, read from the
-        path as GPC reads them (:func:`~stanflow.gibbs.path.coverage.bootstrap_shape`;
-        no kernel estimate of ``H``, ``B`` above the parameters' number).
+        resamples' own particles as GPC reads them (the path reweighted, or
+        the particles moved to each resample;
+        :mod:`~stanflow.gibbs.path.resample_means`; no kernel estimate of
+        ``H``, ``B`` above the parameters' number).
         The identity for one parameter.
 
     Returns
@@ -263,7 +246,8 @@ def calibrate_path(
         ``calibration`` (GPC's root and its evaluations, plus by ``rule``:
         ``rule_omega``, ``rule_ess``, ``rule_mean``, ``rule_interval``; the
         rules are ``gpc_path``, then ``rules``, then ``marks``; with
-        ``adjust`` other than ``"none"`` also ``shape``, dims ``param``, ``param2``),
+        ``adjust`` other than ``"none"`` and several parameters also
+        ``shape``, dims ``param``, ``param2``),
         ``path``, ``path_functionals`` and the program's data groups.
     """
     check_rules(rules, adjust, B, program)
@@ -280,21 +264,17 @@ def calibrate_path(
     # H and J once, for the shape fix and both rules (Holmes-Walker reads the plug-in's).
     plugin = None if adjust == "none" and not rules else arviz_compat.group(
         calibrate_plugin(program, estimate=found.theta), "calibration")
-    shape = None
-    if adjust == "sandwich":
+    sandwich, shape_at = None, None
+    if adjust != "none":
         assert plugin is not None  # computed whenever adjust is asked for
-        shape = program_shape(plugin)
-    elif adjust == "bootstrap" and len(found.theta) > 1:
-        assert plugin is not None
-        indices = bootstrap_indices(program.n, B, np.random.SeedSequence(seed))
-        probe = PathCoverage(BootstrapProblem(path, indices, found.theta, alpha), proposal_scale)
-        shape, ess = probe.bootstrap_shape(float(plugin["omega"]))
-        warn_short_means(ess)
+        sandwich = program_shape(plugin) if adjust == "sandwich" else None
+        shape_at = float(plugin["omega"]) if adjust == "bootstrap" else None
     group = path_gpc(
         path, found.theta, B=B, alpha=alpha, omega0=omega0, seed=seed,
-        proposal_scale=proposal_scale, xtol=xtol, shape=shape, resamples=resamples,
-        workers=workers,
+        proposal_scale=proposal_scale, xtol=xtol, shape=sandwich, resamples=resamples,
+        workers=workers, shape_at=shape_at,
     )
+    shape = group["shape"].values if "shape" in group else None
     omegas = {"gpc_path": float(group["omega"])}
     for name in rules:
         assert plugin is not None  # computed whenever a rule is asked for
@@ -305,9 +285,6 @@ def calibrate_path(
     path_group = path.to_dataset()
     group = xr.merge([group, rules_on_path(path_group, omegas, shape=shape)],
                      combine_attrs="override")
-    if shape is not None:
-        group["shape"] = (("param", "param2"), shape)
-        group = group.assign_coords(param2=group["param"].values)
     group.attrs["adjust"] = adjust
     table = functionals(path_group, default_omegas(path_group))
     return to_inference_data(path_group, table, program, calibration=group)

@@ -18,8 +18,9 @@ from scipy.stats import chi2
 from threadpoolctl import ThreadpoolController
 
 from stanflow.gibbs.gpc.regions import span_basis, span_coordinates
-from stanflow.gibbs.gpc.reweighting import kish_ess, normalise, resample_counts
+from stanflow.gibbs.gpc.reweighting import resample_counts
 from stanflow.gibbs.path.read import log_level_density
+from stanflow.gibbs.path.resample_means import bootstrap_shape
 from stanflow.gibbs.path.sweep import LearningRatePath
 from stanflow.gibbs.shape import check_shape, volume_scale
 
@@ -170,51 +171,6 @@ def region_statistic(
     return statistic, ess
 
 
-def bootstrap_shape(
-    draws: np.ndarray, resample_loss: np.ndarray, log_base: np.ndarray, omega: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap's shape: the covariance of the resamples' posterior means at ``omega``.
-
-    The estimate varies as ``H^-1 J H^-1 / n`` and each resample's posterior
-    mean about the full data's as the estimate about the truth, to first
-    order: their covariance estimates the sandwich's shape without ``H`` (no
-    kernel, no bandwidth, whatever the loss's smoothness). Each mean is read
-    by weights ``exp(-omega resample_loss_b + log_base)``, as
-    :func:`region_statistic` reads the regions.
-
-    Parameters
-    ----------
-    draws : ndarray, shape (S, K)
-    resample_loss : ndarray, shape (B, S)
-    log_base : ndarray, shape (S,)
-    omega : float
-
-    Returns
-    -------
-    shape : ndarray, shape (K, K)
-        Positive definite.
-    ess : ndarray, shape (B,)
-        The effective draws each mean was read from.
-
-    Raises
-    ------
-    ValueError
-        With ``B <= K`` resamples (their covariance is singular), or when the
-        means' covariance is not positive definite.
-    """
-    B, K = len(resample_loss), draws.shape[1]
-    if B <= K:
-        raise ValueError(f"adjust='bootstrap' reads a {K} x {K} shape from the B resamples' "
-                         f"posterior means: B must exceed {K}, got {B}")
-    w = normalise(-omega * (resample_loss - resample_loss.min(axis=1, keepdims=True)) + log_base)
-    means = w @ draws
-    shape = np.atleast_2d(np.cov(means, rowvar=False))
-    if not np.all(np.isfinite(shape)) or np.linalg.eigvalsh(shape)[0] <= 0:
-        raise ValueError("adjust='bootstrap': the resamples' posterior means do not vary "
-                         "in every direction; use adjust='sandwich'")
-    return shape, kish_ess(w)
-
-
 def inside_and_flip(
     statistic: np.ndarray, ess: np.ndarray, alpha: float, scalar: bool, centre: float = 0.0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -332,10 +288,10 @@ class PathCoverage:
         self.estimate = problem.estimate
         self.alpha = problem.alpha
         self.proposal_scale = proposal_scale
-        self.shape = problem.shape
         self._resample_losses: dict[int, np.ndarray] = {}
         self._theta: dict[int, np.ndarray] = {}
         self._last: tuple[tuple[float, int], Evaluation] | None = None
+        self.shape = problem.shape
 
     def __call__(self, omega: float) -> Evaluation:
         # The same omega on the same schedule gives the same evaluation (GPC's
@@ -362,9 +318,20 @@ class PathCoverage:
         return found
 
     def bootstrap_shape(self, omega: float) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`bootstrap_shape` read from the particles ``omega`` would be read from."""
+        """:func:`~stanflow.gibbs.path.resample_means.bootstrap_shape` read from the
+        particles ``omega`` would be read from."""
         _, theta, resample_loss, log_base = self._reweighted(omega)
         return bootstrap_shape(theta, resample_loss, log_base, omega)
+
+    @property
+    def shape(self) -> np.ndarray | None:
+        """The shape the posteriors are moved to before their regions are read (None: as they are)."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, shape: np.ndarray | None) -> None:
+        self._shape = None if shape is None else check_shape(shape, len(self.estimate))
+        self._last = None  # an evaluation in another shape
 
     def _reweighted(self, omega: float) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
         """The schedule point read at ``omega`` (extending the path to it), its

@@ -36,6 +36,7 @@ import xarray as xr
 
 from stanflow.gibbs.gpc.algorithm import bootstrap_indices
 from stanflow.gibbs.path.coverage import LOW_ESS, BootstrapProblem, Evaluation, PathCoverage
+from stanflow.gibbs.path.resample_means import warn_short_means
 from stanflow.gibbs.path.root_search import (
     RootError,
     chi2_root_guess,
@@ -122,6 +123,7 @@ def path_gpc(
     shape: np.ndarray | None = None,
     resamples: str = "auto",
     workers: Workers | None = None,
+    shape_at: float | None = None,
 ) -> xr.Dataset:
     """GPC's learning rate as the root of the bootstrap coverage on a path.
 
@@ -168,6 +170,11 @@ def path_gpc(
         Where particles are moved to the resamples (``"transport"``): this
         process by default, or a Dask cluster; with ``out_dir``, moved blocks
         are kept, and a rerun of the same calibration reads them.
+    shape_at : float, optional
+        Without ``shape``: calibrate the posteriors moved to the bootstrap's
+        shape (``adjust="bootstrap"``), the covariance of the resamples'
+        posterior means at this ``omega`` as the coverage reads them
+        (:mod:`stanflow.gibbs.path.resample_means`).
 
     Returns
     -------
@@ -198,6 +205,9 @@ def path_gpc(
     size = len(problem.estimate)
     coverage = choose_coverage(resamples, problem, proposal_scale, seed,
                                1.0 if omega0 is None else omega0, workers)
+    if shape_at is not None and problem.shape is None and size > 1:
+        coverage.shape, means_ess = coverage.bootstrap_shape(shape_at)
+        warn_short_means(means_ess)
     found = search_root(coverage, omega0=omega0, xtol=xtol, max_evaluations=max_evaluations)
     history, at_root = found.history, found.error.at_root
     moved = isinstance(coverage, TransportCoverage)
@@ -211,7 +221,7 @@ def path_gpc(
             RuntimeWarning, stacklevel=2,
         )
     wall = time.perf_counter() - start
-    return xr.Dataset(
+    group = xr.Dataset(
         {
             **root_variables(found.root, found.converged, history, found.error, B,
                              problem.estimate),
@@ -233,10 +243,15 @@ def path_gpc(
             "xtol": xtol,
             "region": "equal-tailed interval" if size == 1
             else "weighted Mahalanobis ellipsoid",
-            "adjust": "sandwich" if problem.shape is not None else "none",
+            "adjust": "none" if coverage.shape is None else (
+                "sandwich" if problem.shape is not None else "bootstrap"),
             "resamples": "transport" if isinstance(coverage, TransportCoverage) else "reweight",
         },
     )
+    if coverage.shape is not None:
+        group["shape"] = (("param", "param2"), coverage.shape)
+        group = group.assign_coords(param2=path.target.names)
+    return group
 
 
 def choose_coverage(

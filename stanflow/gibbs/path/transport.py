@@ -53,7 +53,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from stanflow.gibbs.gpc.reweighting import resample_counts
+from stanflow.gibbs.gpc.reweighting import normalise, resample_counts
 from stanflow.gibbs.path.bridge import (
     MAX_MOVES,
     BridgeStart,
@@ -83,6 +83,7 @@ from stanflow.gibbs.path.moving import (
     t_draws,
     take,
 )
+from stanflow.gibbs.path.resample_means import means_shape
 from stanflow.gibbs.path.resamples import first_order, prior_and_resample_loss, target_digest
 from stanflow.gibbs.path.start import GaussianStart
 from stanflow.runs.calls import Workers, as_workers
@@ -226,23 +227,10 @@ class TransportCoverage:
 
     def __call__(self, omega: float) -> Evaluation:
         omega = float(omega)
-        if self.path.end is None or omega > self.path.end:
-            start = self.path.start
-            self.path.extend(omega if start is None else max(omega, start.omega))
-        B = len(self.counts)
-        ess = np.zeros(B) if self.placement is None else self.placement.ess(omega)
-        stale = np.flatnonzero(ess < self.settings.keep_ess * self.settings.draws)
-        if stale.size:
-            self._move(omega, stale)
-        assert self.placement is not None
-        ess = self.placement.ess(omega)
-        if self._placed_theta is None:  # the parameters of the particles, once per placement
-            self._placed_theta = self._theta(self.placement.z)
-        theta = self._placed_theta
+        theta, log_w, ess = self.placed(omega)
         if self.region is None:
             self.region = self._anchor(omega)[2]
-        statistic = region_statistic_per_resample(
-            theta, self.placement.log_weights(omega), self.estimate, self.region, self.shape)
+        statistic = region_statistic_per_resample(theta, log_w, self.estimate, self.region, self.shape)
         K = theta.shape[2]
         inside, flip = inside_and_flip(statistic, ess, self.alpha, K == 1,
                                        cross_fit_variance(K, self.alpha))
@@ -255,6 +243,28 @@ class TransportCoverage:
             low_ess=int(np.sum(ess < LOW_ESS)),
             step=self._level(omega),
         )
+
+    def placed(self, omega: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every resample's particles at ``omega``, moved there where too few serve:
+        their parameters ``(B, S, K)``, log weights ``(B, S)`` and effective sizes ``(B,)``."""
+        if self.path.end is None or omega > self.path.end:
+            start = self.path.start
+            self.path.extend(omega if start is None else max(omega, start.omega))
+        B = len(self.counts)
+        ess = np.zeros(B) if self.placement is None else self.placement.ess(omega)
+        stale = np.flatnonzero(ess < self.settings.keep_ess * self.settings.draws)
+        if stale.size:
+            self._move(omega, stale)
+        assert self.placement is not None
+        if self._placed_theta is None:  # the parameters of the particles, once per placement
+            self._placed_theta = self._theta(self.placement.z)
+        return self._placed_theta, self.placement.log_weights(omega), self.placement.ess(omega)
+
+    def bootstrap_shape(self, omega: float) -> tuple[np.ndarray, np.ndarray]:
+        """The resamples' posterior means' shape at ``omega`` from their own particles
+        (:func:`~stanflow.gibbs.path.resample_means.means_shape`), and their effective sizes."""
+        theta, log_w, ess = self.placed(float(omega))
+        return means_shape(np.einsum("bs,bsk->bk", normalise(log_w), theta)), ess
 
     def first_order_root(self) -> float:
         """Where the coverage's first-order model crosses ``1 - alpha``.
