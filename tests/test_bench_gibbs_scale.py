@@ -8,8 +8,10 @@ import json
 import math
 from pathlib import Path
 
+import benchmark_docs
 import numpy as np
 import pytest
+from benchmark_docs import cells
 
 REPO = Path(__file__).resolve().parent.parent
 RESULT = REPO / "bench" / "results" / "gibbs_scale.json"
@@ -24,14 +26,7 @@ HEADING = "## GPC at scale (`bench/gibbs_scale.py`)"
 
 
 def section() -> str:
-    text = DOC.read_text()
-    start = text.index(HEADING)
-    end = text.find("\n## ", start + len(HEADING))
-    return text[start:end]
-
-
-def cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    return benchmark_docs.section(HEADING)
 
 
 @pytest.fixture(scope="module")
