@@ -35,7 +35,7 @@ def bootstrap_shape(
     order: their covariance estimates the sandwich's shape without ``H`` (no
     kernel, no bandwidth, whatever the loss's smoothness). Each mean is read
     by weights ``exp(-omega resample_loss_b + log_base)``, as
-    :func:`region_statistic` reads the regions.
+    :func:`~stanflow.gibbs.path.coverage.region_statistic` reads the regions.
 
     Parameters
     ----------
